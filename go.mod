@@ -1,0 +1,3 @@
+module github.com/dmindex/dmindex
+
+go 1.26

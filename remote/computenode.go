@@ -1,0 +1,49 @@
+package remote
+
+import "sync"
+
+// ComputeNode groups the clients of one compute node. Indexes keep their
+// CN-local state (caches, local lock tables) per ComputeNode. Safe for
+// concurrent use.
+type ComputeNode struct {
+	pool *Pool
+	id   int
+
+	mu      sync.Mutex
+	clients []*Client
+}
+
+// ID returns the compute node's index in its pool, from 0.
+func (cn *ComputeNode) ID() int { return cn.id }
+
+// Pool returns the pool the compute node belongs to.
+func (cn *ComputeNode) Pool() *Pool { return cn.pool }
+
+// NewClient returns a new client of this compute node. A client is used by
+// one goroutine at a time.
+func (cn *ComputeNode) NewClient() *Client {
+	cn.mu.Lock()
+	c := &Client{cn: cn, pool: cn.pool, id: len(cn.clients)}
+	c.chunks = make([]chunk, len(cn.pool.mns))
+	c.rr = c.id % len(cn.pool.mns)
+	cn.clients = append(cn.clients, c)
+	cn.mu.Unlock()
+	cn.pool.t.newClient(c)
+	return c
+}
+
+// Clients returns the clients created so far.
+func (cn *ComputeNode) Clients() []*Client {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	return append([]*Client(nil), cn.clients...)
+}
+
+// Stats returns the I/O of all of the compute node's clients.
+func (cn *ComputeNode) Stats() Stats {
+	var s Stats
+	for _, c := range cn.Clients() {
+		s = s.Add(c.Stats())
+	}
+	return s
+}

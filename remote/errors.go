@@ -1,0 +1,26 @@
+package remote
+
+import "errors"
+
+// Sentinel errors. Verbs wrap them with details; test with errors.Is.
+var (
+	// ErrOutOfBounds: an access falls outside its memory node's region.
+	ErrOutOfBounds = errors.New("remote: address out of bounds")
+	// ErrMisaligned: an atomic verb's address is not 8-byte aligned.
+	ErrMisaligned = errors.New("remote: misaligned atomic address")
+	// ErrUnknownNode: an address names a memory node that is not in the pool.
+	ErrUnknownNode = errors.New("remote: unknown memory node")
+	// ErrNilAddr: a verb was given the nil address.
+	ErrNilAddr = errors.New("remote: nil address")
+	// ErrOutOfMemory: every memory node asked is exhausted. Memory is never
+	// silently reused.
+	ErrOutOfMemory = errors.New("remote: out of memory")
+	// ErrClosed: the pool was closed.
+	ErrClosed = errors.New("remote: pool closed")
+	// ErrBadRequest: a malformed verb or allocation request (unknown verb
+	// kind, negative size, bad alignment).
+	ErrBadRequest = errors.New("remote: bad request")
+	// ErrDeadlock: in the simulator, every live client is parked in Wait and
+	// no event is pending, so nothing can ever wake them.
+	ErrDeadlock = errors.New("remote: simulation deadlock")
+)

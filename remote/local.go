@@ -1,0 +1,89 @@
+package remote
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// local is the in-process transport: verbs execute at once on the calling
+// goroutine, with real concurrency and wall-clock time.
+type local struct {
+	p      *Pool
+	start  time.Time
+	wg     sync.WaitGroup
+	closed chan struct{}
+}
+
+func newLocal(p *Pool) *local {
+	return &local{p: p, start: time.Now(), closed: make(chan struct{})}
+}
+
+func (l *local) exec(_ context.Context, _ *Client, ops []Op, _ bool) error {
+	for i := range ops {
+		l.p.apply(&ops[i])
+	}
+	return nil
+}
+
+// apply executes one validated verb on memory.
+func (p *Pool) apply(o *Op) {
+	r := p.mns[o.Addr.MN()].region(o.Addr)
+	off := o.Addr.Offset()
+	switch o.Kind {
+	case OpRead:
+		readWords(r, off, o.Buf)
+	case OpWrite:
+		writeWords(r, off, o.Buf)
+	case OpCAS:
+		o.Old = casWord(r, off, o.Compare, o.Swap)
+	case OpFAA:
+		o.Old = faaWord(r, off, o.Swap)
+	}
+}
+
+func (l *local) rpc(_ context.Context, _ *Client, _ int, fn func() error) error { return fn() }
+
+func (l *local) newClient(c *Client) { c.permit = make(chan struct{}, 1) }
+
+func (l *local) wait(ctx context.Context, c *Client) error {
+	select {
+	case <-c.permit:
+		return nil
+	default:
+	}
+	select {
+	case <-c.permit:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.closed:
+		return ErrClosed
+	}
+}
+
+func (l *local) signal(c *Client) {
+	select {
+	case c.permit <- struct{}{}:
+	default: // a permit is already pending
+	}
+}
+
+func (l *local) compute(*Client, time.Duration) {}
+
+func (l *local) now(*Client) time.Duration { return time.Since(l.start) }
+
+func (l *local) spawn(fn func()) {
+	l.wg.Go(fn)
+}
+
+func (l *local) waitAll() error {
+	l.wg.Wait()
+	return nil
+}
+
+func (l *local) report() Report {
+	return Report{Transport: "local", Elapsed: time.Since(l.start)}
+}
+
+func (l *local) close() { close(l.closed) }

@@ -1,0 +1,11 @@
+// Package smart implements SMART (OSDI'23), an adaptive radix tree on
+// disaggregated memory, and defines Index, the interface every index of this
+// module implements.
+//
+// SMART's internal nodes are lock-free: each 8-byte slot carries a partial
+// key, a leaf flag, the child's node type or leaf size class and a 48-bit
+// address, so every structural change (normal insert, leaf split, header
+// split, node type switch) is a single 8-byte CAS. Leaves are updated in
+// place under a rear-embedded lock and checked by checksum. See
+// docs/layouts.md and docs/smart-protocol.md.
+package smart
