@@ -1,0 +1,63 @@
+package smart
+
+import (
+	"bytes"
+	"context"
+)
+
+// Get returns the value stored under key.
+//
+// Protocol (docs/smart-protocol.md): read the root slot, then one node per
+// level, then the leaf. A torn leaf (bad checksum) is read again; a retired
+// leaf (valid bit clear) sends the reader back to its slot.
+func (t *Tree) Get(ctx context.Context, key []byte) (value []byte, found bool, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, false, err
+	}
+	s, err := t.session()
+	if err != nil {
+		return nil, false, err
+	}
+	defer t.release(s)
+	s.enc = appendEncoded(s.enc[:0], key)
+	err = s.attempt(ctx, "get", func() error {
+		value, found, err = s.get(ctx, key)
+		return err
+	})
+	return value, found, wrapRemote(err)
+}
+
+func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	cur, err := s.root(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	for {
+		d, err := s.descend(ctx, s.enc, cur)
+		if err != nil {
+			return nil, false, err
+		}
+		if d.out != atLeaf {
+			return nil, false, nil
+		}
+		cur = d.cur
+		v, st, err := s.readLeaf(ctx, cur.sl)
+		if err != nil {
+			return nil, false, err
+		}
+		switch st {
+		case leafOK:
+			if !v.matches(key) {
+				return nil, false, nil
+			}
+			return bytes.Clone(v.value), true, nil
+		case leafTorn:
+			err = s.retry()
+		case leafRetired:
+			cur, err = s.reread(ctx, cur)
+		}
+		if err != nil {
+			return nil, false, err
+		}
+	}
+}

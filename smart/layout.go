@@ -1,0 +1,218 @@
+package smart
+
+import (
+	"fmt"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Remote layout (docs/layouts.md has the picture). All words are
+// little-endian uint64s accessed atomically.
+//
+// Slot word (8 bytes) of an internal node:
+//
+//	bits  0– 7  partial key byte
+//	bit      8  leaf flag
+//	bits  9–15  leaf: size class of the leaf (7 bits); node: node type (3 bits used)
+//	bits 16–23  memory node id
+//	bits 24–63  byte offset >> 6 (40 bits: 64-byte aligned, 2^46 bytes per memory node)
+//
+// The empty slot is 0. A tombstone (leaf flag set, nil address) keeps the
+// partial key of a deleted leaf so that a partial key occupies at most one
+// slot of a node forever: slots never return to 0.
+type slot uint64
+
+const (
+	slotLeafBit   = 1 << 8
+	slotInfoShift = 9
+	slotInfoMask  = 0x7f
+	slotAddrShift = 16
+	addrAlign     = 64
+	maxSlotMN     = 1 << 8
+	maxSlotOffset = 1 << (40 + 6)
+)
+
+func (s slot) partial() byte { return byte(s) }
+func (s slot) isEmpty() bool { return s == 0 }
+func (s slot) isLeaf() bool  { return s&slotLeafBit != 0 }
+
+// isTombstone reports whether s is the tombstone of a deleted leaf.
+func (s slot) isTombstone() bool { return s.isLeaf() && s>>slotAddrShift == 0 }
+
+// isChild reports whether s points to a live leaf or node.
+func (s slot) isChild() bool { return s>>slotAddrShift != 0 }
+
+func (s slot) info() int { return int(s>>slotInfoShift) & slotInfoMask }
+
+// nodeType returns the type of the node s points to.
+func (s slot) nodeType() nodeType { return nodeType(s.info()) }
+
+// leafClass returns the size class of the leaf s points to.
+func (s slot) leafClass() int { return s.info() }
+
+func (s slot) addr() remote.Addr {
+	v := uint64(s) >> slotAddrShift
+	if v == 0 {
+		return 0
+	}
+	return remote.MakeAddr(int(v&0xff), (v>>8)<<6)
+}
+
+func packAddr(a remote.Addr) uint64 {
+	return uint64(a.MN()) | (a.Offset()>>6)<<8
+}
+
+func leafSlot(partial byte, class int, a remote.Addr) slot {
+	return slot(uint64(partial) | slotLeafBit | uint64(class)<<slotInfoShift | packAddr(a)<<slotAddrShift)
+}
+
+func nodeSlot(partial byte, t nodeType, a remote.Addr) slot {
+	return slot(uint64(partial) | uint64(t)<<slotInfoShift | packAddr(a)<<slotAddrShift)
+}
+
+func tombstone(partial byte) slot { return slot(uint64(partial) | slotLeafBit) }
+
+// withType returns s (a node slot) with its node type raised to t.
+func (s slot) withType(t nodeType) slot {
+	return s&^(slotInfoMask<<slotInfoShift) | slot(t)<<slotInfoShift
+}
+
+func (s slot) String() string {
+	switch {
+	case s.isEmpty():
+		return "empty"
+	case s.isTombstone():
+		return fmt.Sprintf("tomb(%#02x)", s.partial())
+	case s.isLeaf():
+		return fmt.Sprintf("leaf(%#02x,class %d,%v)", s.partial(), s.leafClass(), s.addr())
+	}
+	return fmt.Sprintf("node(%#02x,%v,%v)", s.partial(), s.nodeType(), s.addr())
+}
+
+// nodeType is the adaptive type of an internal node: its slot capacity is
+// 1<<(t+1). Every node is allocated with room for 256 slots, so a type
+// switch never moves it.
+type nodeType uint8
+
+const (
+	node4   nodeType = 1
+	node256 nodeType = 7
+)
+
+func (t nodeType) capacity() int { return 1 << (t + 1) }
+
+// readBytes is how much of a node of type t one READ fetches.
+func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
+
+// typeFor returns the smallest node type whose capacity exceeds slot index i.
+func typeFor(i int) nodeType {
+	t := node4
+	for t.capacity() <= i {
+		t++
+	}
+	return t
+}
+
+func (t nodeType) String() string { return fmt.Sprintf("NODE_%d", t.capacity()) }
+
+// Internal node: rev pointer (8), header (8), 256 slots (2048).
+const (
+	nodeRevOff      = 0
+	nodeHeaderOff   = 8
+	nodeSlotsOff    = 16
+	nodeHeaderBytes = 16
+	nodeAllocBytes  = nodeSlotsOff + 256*8
+	maxHeaderBytes  = 6
+)
+
+// header is an internal node's 8-byte pessimistic header:
+//
+//	bits  0– 9  depth: encoded key bytes consumed above this node
+//	bits 10–12  node type
+//	bits 13–15  number of prefix bytes (0..6)
+//	bits 16–63  prefix bytes 0..5
+//
+// A node at depth d with prefix p matches encoded key bytes [d, d+len(p))
+// and its slots discriminate on byte d+len(p). Longer compressed paths are
+// chains of nodes. A header split raises the depth and drops prefix bytes.
+type header uint64
+
+func makeHeader(depth int, t nodeType, prefix []byte) header {
+	h := uint64(depth) | uint64(t)<<10 | uint64(len(prefix))<<13
+	for i, b := range prefix {
+		h |= uint64(b) << (16 + 8*i)
+	}
+	return header(h)
+}
+
+func (h header) depth() int         { return int(h & 0x3ff) }
+func (h header) nodeType() nodeType { return nodeType(h>>10) & 7 }
+func (h header) prefixLen() int     { return int(h>>13) & 7 }
+func (h header) prefixByte(i int) byte {
+	return byte(h >> (16 + 8*i))
+}
+
+// withType returns h with its node type raised to t.
+func (h header) withType(t nodeType) header { return h&^(7<<10) | header(t)<<10 }
+
+// dropped returns h after a header split that moves the node n bytes deeper:
+// the first n prefix bytes are gone (they are matched above now).
+func (h header) dropped(n int) header {
+	l := h.prefixLen()
+	var rest [maxHeaderBytes]byte
+	for i := n; i < l; i++ {
+		rest[i-n] = h.prefixByte(i)
+	}
+	return makeHeader(h.depth()+n, h.nodeType(), rest[:l-n])
+}
+
+// Leaf: rev pointer, meta, checksum, key (encoded form is not stored: the
+// user key is), value, padding, and the rear lock word in the last 8 bytes.
+//
+//	meta bits  0– 7  key length (1..255)
+//	     bits  8–24  value length (0..65536)
+//	     bit      25  valid (0: retired by a delete or an out-of-place update)
+//	     bits 26–32  size class
+const (
+	leafRevOff   = 0
+	leafMetaOff  = 8
+	leafSumOff   = 16
+	leafKeyOff   = 24
+	metaValidBit = 1 << 25
+)
+
+// lockRetired is the lock word of a retired leaf: it can never be acquired
+// again, so a retired leaf is frozen.
+const lockRetired = 1 << 63
+
+func makeMeta(keyLen, valLen, class int) uint64 {
+	return uint64(keyLen) | uint64(valLen)<<8 | metaValidBit | uint64(class)<<26
+}
+
+func metaKeyLen(m uint64) int  { return int(m & 0xff) }
+func metaValLen(m uint64) int  { return int(m>>8) & 0x1ffff }
+func metaValid(m uint64) bool  { return m&metaValidBit != 0 }
+func metaClass(m uint64) int   { return int(m>>26) & 0x7f }
+func leafPayload(k, v int) int { return leafKeyOff + k + v + 8 }
+
+// Leaf size classes (7 bits): 64-byte steps up to 4 KiB, then eight steps
+// per doubling up to about 960 KiB.
+const numClasses = 128
+
+func classBytes(c int) int {
+	if c < 64 {
+		return 64 * (c + 1)
+	}
+	k, j := (c-64)/8, (c-64)%8
+	return 4096 << k * (8 + j) / 8
+}
+
+// classFor returns the smallest class that holds n bytes.
+func classFor(n int) int {
+	for c := range numClasses {
+		if classBytes(c) >= n {
+			return c
+		}
+	}
+	return -1
+}

@@ -1,0 +1,97 @@
+package smart
+
+import (
+	"bytes"
+	"encoding/binary"
+
+	farm "github.com/dgryski/go-farm"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// leafImage builds the bytes of a new leaf of class c holding key and value
+// into buf (grown as needed) and returns them. The lock word (last 8 bytes)
+// is 0 (free) and the reverse pointer is rev.
+func leafImage(buf []byte, rev remote.Addr, key, value []byte, class int) []byte {
+	n := classBytes(class)
+	buf = grow(buf, n)
+	clear(buf)
+	binary.LittleEndian.PutUint64(buf[leafRevOff:], uint64(rev))
+	fillLeafData(buf, key, value, class)
+	return buf
+}
+
+// fillLeafData writes meta, checksum, key and value into a leaf image.
+func fillLeafData(buf, key, value []byte, class int) {
+	meta := makeMeta(len(key), len(value), class)
+	binary.LittleEndian.PutUint64(buf[leafMetaOff:], meta)
+	copy(buf[leafKeyOff:], key)
+	copy(buf[leafKeyOff+len(key):], value)
+	binary.LittleEndian.PutUint64(buf[leafSumOff:], leafChecksum(meta, buf[leafKeyOff:leafKeyOff+len(key)+len(value)]))
+}
+
+// leafDataEnd returns the end of the data part (meta..value) of a leaf
+// holding a key of k bytes and a value of v bytes, rounded up to a word.
+func leafDataEnd(k, v int) int { return (leafKeyOff + k + v + 7) &^ 7 }
+
+// leafChecksum covers the meta word without its valid bit, the key and the
+// value: a reader that sees a torn leaf (a writer's lines half applied)
+// fails the check and reads again.
+func leafChecksum(meta uint64, kv []byte) uint64 {
+	return farm.Hash64WithSeed(kv, meta&^metaValidBit)
+}
+
+// leafView is a decoded leaf read from remote memory.
+type leafView struct {
+	rev   remote.Addr
+	meta  uint64
+	key   []byte // aliases the read buffer
+	value []byte // aliases the read buffer
+	lock  uint64
+}
+
+// leafState classifies a leaf read.
+type leafState uint8
+
+const (
+	leafOK      leafState = iota
+	leafTorn              // checksum mismatch or lengths out of range: read again
+	leafRetired           // valid bit clear: re-read the slot
+)
+
+// parseLeaf decodes a leaf of class c read into buf.
+func parseLeaf(buf []byte, class int) (leafView, leafState) {
+	var v leafView
+	n := classBytes(class)
+	if len(buf) < n {
+		return v, leafTorn
+	}
+	v.rev = remote.Addr(binary.LittleEndian.Uint64(buf[leafRevOff:]))
+	v.meta = binary.LittleEndian.Uint64(buf[leafMetaOff:])
+	v.lock = binary.LittleEndian.Uint64(buf[n-8:])
+	k, l := metaKeyLen(v.meta), metaValLen(v.meta)
+	if k == 0 || leafPayload(k, l) > n || metaClass(v.meta) != class {
+		if v.meta != 0 && !metaValid(v.meta) {
+			return v, leafRetired
+		}
+		return v, leafTorn
+	}
+	kv := buf[leafKeyOff : leafKeyOff+k+l]
+	if leafChecksum(v.meta, kv) != binary.LittleEndian.Uint64(buf[leafSumOff:]) {
+		return v, leafTorn
+	}
+	v.key, v.value = kv[:k], kv[k:]
+	if !metaValid(v.meta) {
+		return v, leafRetired
+	}
+	return v, leafOK
+}
+
+// matches reports whether the leaf holds key.
+func (v *leafView) matches(key []byte) bool { return bytes.Equal(v.key, key) }
+
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n, max(n, 2*cap(b)))
+	}
+	return b[:n]
+}

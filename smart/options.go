@@ -1,0 +1,42 @@
+package smart
+
+// Options configure a SMART tree. The zero Options are the paper's design:
+// lock-free internal nodes, in-place leaves with a rear-embedded lock, read
+// delegation, write combining and an ART-indexed cache.
+type Options struct {
+	// Name identifies the tree in the pool (default "smart"). Compute nodes
+	// opening the same name share one tree.
+	Name string
+	// CacheBytes is the byte budget of the compute node's cache of internal
+	// nodes (default DefaultCacheBytes; negative disables the cache).
+	CacheBytes int64
+	// RetryBudget is how many times an operation restarts from the root
+	// before it fails with ErrContention (default DefaultRetryBudget).
+	RetryBudget int
+
+	// The switches below exist for the factor analysis of the paper's
+	// Figure 4.14; each one really changes the protocol.
+
+	// LockedInternal uses ROWEX-like locked internal nodes instead of the
+	// lock-free ones.
+	LockedInternal bool
+	// OutOfPlaceLeaves updates every leaf out of place (RCU: write a new leaf,
+	// CAS the parent slot) instead of in place under the rear lock.
+	OutOfPlaceLeaves bool
+	// SeparateLock releases the leaf lock with its own round trip after the
+	// data write instead of in the same batch (no rear-embedded lock).
+	SeparateLock bool
+	// NoReadDelegation disables read delegation among the node's clients.
+	NoReadDelegation bool
+	// NoWriteCombining disables write combining among the node's clients.
+	NoWriteCombining bool
+	// HashCache indexes the cache by a hash of the node prefix instead of a
+	// local ART.
+	HashCache bool
+}
+
+// Defaults of Options.
+const (
+	DefaultCacheBytes  = 64 << 20
+	DefaultRetryBudget = 64
+)

@@ -1,0 +1,279 @@
+package smart
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Put inserts key or replaces its value.
+//
+// Every structural change is one 8-byte CAS on a slot (normal insert, leaf
+// split, header split) followed, where needed, by completing CASes on the
+// moved node's header or reverse pointer before Put returns; an existing
+// key is updated in place under the leaf's rear lock in two round trips
+// (docs/smart-protocol.md).
+func (t *Tree) Put(ctx context.Context, key, value []byte) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > MaxValueLen {
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValueLen)
+	}
+	s, err := t.session()
+	if err != nil {
+		return err
+	}
+	defer t.release(s)
+	s.enc = appendEncoded(s.enc[:0], key)
+	return wrapRemote(s.attempt(ctx, "put", func() error { return s.put(ctx, key, value) }))
+}
+
+func (s *session) put(ctx context.Context, key, value []byte) error {
+	cur, err := s.root(ctx)
+	if err != nil {
+		return err
+	}
+	for {
+		d, err := s.descend(ctx, s.enc, cur)
+		if err != nil {
+			return err
+		}
+		var done bool
+		switch d.out {
+		case atLeaf:
+			done, cur, err = s.putAtLeaf(ctx, d.cur, key, value)
+		case atTomb:
+			done, cur, err = s.installLeaf(ctx, d.cur, key, value)
+		case atMissing:
+			done, cur, err = s.insertIntoNode(ctx, d, key, value)
+		case atMismatch:
+			done, cur, err = s.splitHeader(ctx, d, key, value)
+		default:
+			err = corruptf("key encoding ends inside node %v", s.node.addr)
+		}
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// putAtLeaf handles a leaf on the key's path: update it if it holds the
+// key, split it otherwise. It returns the cursor to continue from when a CAS
+// lost a race.
+func (s *session) putAtLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
+	if s.t.opts.OutOfPlaceLeaves {
+		return s.putRCU(ctx, cur, key, value)
+	}
+	for attempt := 0; ; attempt++ {
+		v, st, lockOld, err := s.lockAndRead(ctx, cur.sl)
+		if err != nil {
+			return false, cur, err
+		}
+		locked := lockOld == 0
+		switch {
+		case st == leafRetired || lockOld == lockRetired:
+			if locked {
+				s.unlockAsync(ctx, cur.sl)
+			}
+			cur, err = s.reread(ctx, cur)
+			return false, cur, err
+		case st == leafTorn:
+			if locked {
+				s.unlockAsync(ctx, cur.sl)
+			}
+			if err := s.retry(); err != nil {
+				return false, cur, err
+			}
+			continue
+		case !v.matches(key):
+			if locked {
+				s.unlockAsync(ctx, cur.sl)
+			}
+			return s.splitLeaf(ctx, cur, v, key, value)
+		case !locked:
+			if attempt >= maxLockAttempts {
+				return false, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
+			}
+			s.backoff(attempt)
+			continue
+		}
+		// The leaf is ours.
+		if leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
+			return true, cur, s.writeInPlace(ctx, cur.sl, key, value)
+		}
+		return s.moveLeaf(ctx, cur, v.meta, key, value)
+	}
+}
+
+// lockAndRead tries to take the rear lock of the leaf sl points to and reads
+// the leaf in the same round trip (the READ executes after the CAS, so if
+// the CAS succeeded the leaf is stable).
+func (s *session) lockAndRead(ctx context.Context, sl slot) (leafView, leafState, uint64, error) {
+	n := classBytes(sl.leafClass())
+	s.leafBuf = grow(s.leafBuf, n)
+	lockAddr := sl.addr().Add(uint64(n - 8))
+	ops := append(s.batch(), remote.CAS(lockAddr, 0, s.lockTag()), remote.Read(sl.addr(), s.leafBuf))
+	if err := s.do(ctx, ops); err != nil {
+		return leafView{}, 0, 0, err
+	}
+	v, st := parseLeaf(s.leafBuf, sl.leafClass())
+	return v, st, ops[0].Old, nil
+}
+
+// unlockAsync releases a leaf lock without waiting (the protocol does not
+// depend on when it lands).
+func (s *session) unlockAsync(ctx context.Context, sl slot) {
+	lockAddr := sl.addr().Add(uint64(classBytes(sl.leafClass()) - 8))
+	s.img = putWord(s.img[:0], 0)
+	ops := append(s.batch(), remote.Write(lockAddr, s.img))
+	s.ops = ops
+	_ = s.c.Post(ctx, ops) // a failure means the pool is closed
+}
+
+// writeInPlace writes the new value into a locked leaf and releases the
+// lock: the data WRITE and the lock WRITE go in one batch to one memory node,
+// so the release executes after every line of the data has landed, even in
+// the simulator's strict mode. With Options.SeparateLock the release costs
+// its own round trip.
+func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte) error {
+	class := sl.leafClass()
+	n := classBytes(class)
+	end := leafDataEnd(len(key), len(value))
+	s.img = grow(s.img, n)
+	fillLeafData(s.img, key, value, class)
+	data := s.img[leafMetaOff:end]
+	lock := s.img[n-8 : n]
+	clear(lock)
+	a := sl.addr()
+	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), data))
+	if s.t.opts.SeparateLock {
+		if err := s.do(ctx, ops); err != nil {
+			return err
+		}
+		ops = s.batch()
+	}
+	ops = append(ops, remote.Write(a.Add(uint64(n-8)), lock))
+	return s.do(ctx, ops)
+}
+
+// moveLeaf replaces a locked leaf whose new value does not fit its size
+// class: write a new leaf, CAS the slot to it, then retire the old leaf
+// (valid bit clear, lock retired for good) before returning, so that no
+// operation starting later can read the old value through a stale pointer.
+func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, value []byte) (bool, cursor, error) {
+	old := cur.sl
+	class := classFor(leafPayload(len(key), len(value)))
+	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
+	if err != nil {
+		s.unlockAsync(ctx, old)
+		return false, cur, err
+	}
+	s.img = leafImage(s.img, cur.addr, key, value, class)
+	ops := append(s.batch(), remote.Write(na, s.img))
+	for {
+		ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
+		if err := s.do(ctx, ops); err != nil {
+			return false, cur, err
+		}
+		got := slot(ops[len(ops)-1].Old)
+		if got == cur.sl {
+			return true, cur, s.retire(ctx, old, meta)
+		}
+		// A leaf split moved the locked leaf deeper: find its new slot.
+		next, err := s.relocate(ctx, cursor{addr: cur.addr, sl: got, depth: cur.depth}, old)
+		if err != nil {
+			s.unlockAsync(ctx, old)
+			return false, cur, err
+		}
+		cur = next
+		s.img = putWord(s.img[:0], uint64(cur.addr))
+		ops = append(s.batch(), remote.Write(na.Add(leafRevOff), s.img[:8]))
+	}
+}
+
+// retire marks a locked, unlinked leaf (whose meta word is meta) invalid
+// and retires its lock.
+func (s *session) retire(ctx context.Context, sl slot, meta uint64) error {
+	n := classBytes(sl.leafClass())
+	a := sl.addr()
+	s.img = putWord(putWord(s.img[:0], meta&^metaValidBit), lockRetired)
+	ops := append(s.batch(),
+		remote.Write(a.Add(leafMetaOff), s.img[:8]),
+		remote.Write(a.Add(uint64(n-8)), s.img[8:16]))
+	return s.do(ctx, ops)
+}
+
+// relocate follows the key from a slot whose CAS failed to the slot that
+// now points to the leaf (a split moved it). The caller holds the leaf's
+// lock, so nothing else can unlink it.
+func (s *session) relocate(ctx context.Context, from cursor, leaf slot) (cursor, error) {
+	d, err := s.descend(ctx, s.enc, from)
+	if err != nil {
+		return from, err
+	}
+	if d.out != atLeaf || d.cur.sl.addr() != leaf.addr() {
+		return from, errRestart
+	}
+	return d.cur, nil
+}
+
+// putRCU is the out-of-place (RCU) leaf variant of Options.OutOfPlaceLeaves:
+// no lock; a new leaf replaces the old one with a CAS on the slot.
+func (s *session) putRCU(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
+	v, st, err := s.readLeaf(ctx, cur.sl)
+	if err != nil {
+		return false, cur, err
+	}
+	switch st {
+	case leafTorn:
+		return false, cur, s.retry()
+	case leafRetired:
+		cur, err = s.reread(ctx, cur)
+		return false, cur, err
+	}
+	if !v.matches(key) {
+		return s.splitLeaf(ctx, cur, v, key, value)
+	}
+	class := classFor(leafPayload(len(key), len(value)))
+	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
+	if err != nil {
+		return false, cur, err
+	}
+	s.img = leafImage(s.img, cur.addr, key, value, class)
+	ops := append(s.batch(), remote.Write(na, s.img),
+		remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
+	if err := s.do(ctx, ops); err != nil {
+		return false, cur, err
+	}
+	if got := slot(ops[1].Old); got != cur.sl {
+		return false, cursor{addr: cur.addr, sl: got, depth: cur.depth}, nil
+	}
+	return true, cur, s.invalidate(ctx, cur.sl, v.meta)
+}
+
+// invalidate clears the valid bit of an unlinked leaf (RCU variant).
+func (s *session) invalidate(ctx context.Context, sl slot, meta uint64) error {
+	s.img = putWord(s.img[:0], meta&^metaValidBit)
+	return s.c.Write(ctx, sl.addr().Add(leafMetaOff), s.img[:8])
+}
+
+// installLeaf replaces a tombstone slot with a new leaf.
+func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
+	class := classFor(leafPayload(len(key), len(value)))
+	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
+	if err != nil {
+		return false, cur, err
+	}
+	s.img = leafImage(s.img, cur.addr, key, value, class)
+	ops := append(s.batch(), remote.Write(na, s.img),
+		remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
+	if err := s.do(ctx, ops); err != nil {
+		return false, cur, err
+	}
+	if got := slot(ops[1].Old); got != cur.sl {
+		return false, cursor{addr: cur.addr, sl: got, depth: cur.depth}, nil
+	}
+	return true, cur, nil
+}

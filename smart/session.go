@@ -1,0 +1,133 @@
+package smart
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"runtime"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// session is the per-operation state of one goroutine: a remote client and
+// scratch buffers. Sessions are taken from the tree's free list for one
+// operation and returned after it, so no allocation happens per operation.
+type session struct {
+	t   *Tree
+	c   *remote.Client
+	ops []remote.Op
+
+	enc     []byte // encoded key of the current operation
+	enc2    []byte // encoded key of a leaf being split
+	node    nodeView
+	nodeBuf [nodeAllocBytes]byte
+	leafBuf []byte
+	img     []byte
+	staged  []byte  // images of new structure, written in one batch
+	pieces  []piece // the WRITEs of staged
+	word    [8]byte
+	retries int // re-reads in the current attempt
+}
+
+// maxLocalRetries bounds re-reads of one slot (stale header, torn or
+// retired leaf) before the operation restarts from the root.
+const maxLocalRetries = 32
+
+// maxLockAttempts bounds the attempts to take one leaf lock before the
+// operation fails with ErrContention.
+const maxLockAttempts = 1 << 14
+
+// errRestart makes an operation restart from the root.
+var errRestart = fmt.Errorf("smart: restart")
+
+func (t *Tree) session() (*session, error) {
+	if t.closed.Load() {
+		return nil, ErrClosed
+	}
+	t.mu.Lock()
+	if n := len(t.free); n > 0 {
+		s := t.free[n-1]
+		t.free = t.free[:n-1]
+		t.mu.Unlock()
+		return s, nil
+	}
+	t.mu.Unlock()
+	return &session{t: t, c: t.cn.NewClient(), leafBuf: make([]byte, 256)}, nil
+}
+
+func (t *Tree) release(s *session) {
+	t.mu.Lock()
+	t.free = append(t.free, s)
+	t.mu.Unlock()
+}
+
+// retry counts one re-read; past the local budget the operation restarts.
+func (s *session) retry() error {
+	s.retries++
+	if s.retries > maxLocalRetries {
+		return errRestart
+	}
+	return nil
+}
+
+// attempt runs fn until it does not ask for a restart, at most RetryBudget
+// times. what names the operation in the error.
+func (s *session) attempt(ctx context.Context, what string, fn func() error) error {
+	var last error
+	for range s.t.retryBudget {
+		s.retries = 0
+		err := fn()
+		if err != errRestart {
+			return err
+		}
+		last = err
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		runtime.Gosched()
+	}
+	return fmt.Errorf("%w: %s restarted %d times (%v)", ErrContention, what, s.t.retryBudget, last)
+}
+
+// batch returns the session's op slice, emptied.
+func (s *session) batch() []remote.Op { return s.ops[:0] }
+
+// do executes ops as one round trip and keeps the slice for reuse.
+func (s *session) do(ctx context.Context, ops []remote.Op) error {
+	s.ops = ops
+	return s.c.Do(ctx, ops)
+}
+
+// readWord reads one 8-byte word.
+func (s *session) readWord(ctx context.Context, a remote.Addr) (uint64, error) {
+	if err := s.c.Read(ctx, a, s.word[:]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(s.word[:]), nil
+}
+
+// readLeaf reads the leaf sl points to into the session's leaf buffer.
+func (s *session) readLeaf(ctx context.Context, sl slot) (leafView, leafState, error) {
+	n := classBytes(sl.leafClass())
+	s.leafBuf = grow(s.leafBuf, n)
+	if err := s.c.Read(ctx, sl.addr(), s.leafBuf); err != nil {
+		return leafView{}, 0, err
+	}
+	v, st := parseLeaf(s.leafBuf, sl.leafClass())
+	return v, st, nil
+}
+
+// lockTag is the value a client writes into a leaf lock word it holds.
+func (s *session) lockTag() uint64 {
+	return uint64(s.c.ComputeNode().ID())<<32 | uint64(s.c.ID()) | 1<<62
+}
+
+// backoff yields between attempts to take a held lock.
+func (s *session) backoff(attempt int) {
+	s.c.Compute(s.t.backoffUnit << min(attempt, 6))
+	runtime.Gosched()
+}
+
+func putWord(b []byte, v uint64) []byte {
+	return binary.LittleEndian.AppendUint64(b, v)
+}

@@ -1,0 +1,242 @@
+package smart
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// nodeImage builds a new internal node (rev pointer, header, slots) in
+// buf: only the bytes of its type are written; the rest of its 256-slot
+// allocation stays zero.
+func nodeImage(buf []byte, rev remote.Addr, h header, slots ...slot) []byte {
+	n := h.nodeType().readBytes()
+	buf = grow(buf, n)
+	clear(buf)
+	binary.LittleEndian.PutUint64(buf[nodeRevOff:], uint64(rev))
+	binary.LittleEndian.PutUint64(buf[nodeHeaderOff:], uint64(h))
+	for i, sl := range slots {
+		binary.LittleEndian.PutUint64(buf[nodeSlotsOff+8*i:], uint64(sl))
+	}
+	return buf
+}
+
+// piece is one staged WRITE: bytes [off, off+n) of session.staged to at.
+type piece struct {
+	at     remote.Addr
+	off, n int
+}
+
+// stage copies img into the session's staging buffer as a WRITE to at.
+func (s *session) stage(at remote.Addr, img []byte) {
+	s.pieces = append(s.pieces, piece{at, len(s.staged), len(img)})
+	s.staged = append(s.staged, img...)
+}
+
+// stagedOps returns the staged WRITEs as a batch.
+func (s *session) stagedOps() []remote.Op {
+	ops := s.batch()
+	for _, p := range s.pieces {
+		ops = append(ops, remote.Write(p.at, s.staged[p.off:p.off+p.n]))
+	}
+	return ops
+}
+
+func nodeSlotAddr(node remote.Addr, i int) remote.Addr {
+	return node.Add(uint64(nodeSlotsOff + 8*i))
+}
+
+// insertIntoNode is the normal insert: the key's next byte has no slot in
+// s.node. Write the leaf, then CAS the first empty slot. Partial keys are
+// placed in increasing slot order and slots never become empty again, so an
+// inserter that tries the slots in order either wins one or learns from the
+// failed CAS that its partial key is already there. Slots behind the node's
+// capacity are used the same way (node type switch), after which the type is
+// raised in the header before Put returns.
+func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
+	n := &s.node
+	b := s.enc[d.pos]
+	class := classFor(leafPayload(len(key), len(value)))
+	la, err := s.c.AllocOn(ctx, n.addr.MN(), classBytes(class), addrAlign)
+	if err != nil {
+		return false, d.cur, err
+	}
+	j := n.firstEmpty()
+	s.img = leafImage(s.img, n.slotAddr(j), key, value, class)
+	want := leafSlot(b, class, la)
+	ops := append(s.batch(), remote.Write(la, s.img))
+	for ; j < 256; j++ {
+		ops = append(ops, remote.CAS(n.slotAddr(j), 0, uint64(want)))
+		if err := s.do(ctx, ops); err != nil {
+			return false, d.cur, err
+		}
+		got := slot(ops[len(ops)-1].Old)
+		if got.isEmpty() {
+			if j >= n.h.nodeType().capacity() {
+				return true, d.cur, s.raiseType(ctx, d.cur, n.addr, n.h, typeFor(j))
+			}
+			return true, d.cur, nil
+		}
+		if got.partial() == b {
+			return false, cursor{addr: n.slotAddr(j), sl: got, depth: d.pos + 1}, nil
+		}
+		// Slot j went to another partial key: fix the leaf's reverse pointer
+		// and try the next slot in the same round trip.
+		s.img = putWord(s.img[:0], uint64(n.slotAddr(j+1)))
+		ops = append(s.batch(), remote.Write(la.Add(leafRevOff), s.img[:8]))
+	}
+	return false, d.cur, corruptf("node %v has no free slot for partial key %#02x", n.addr, b)
+}
+
+// raiseType records a node type switch: the header's type must cover the
+// new slot before the insert returns (readers trust max(slot type, header
+// type)); the parent slot is raised in the same round trip on a best-effort
+// basis, and readers repair it when they find it behind.
+func (s *session) raiseType(ctx context.Context, parent cursor, node remote.Addr, h header, t nodeType) error {
+	hdr := node.Add(nodeHeaderOff)
+	ops := s.batch()
+	if parent.sl.nodeType() < t && parent.sl.addr() == node {
+		ops = append(ops, remote.CAS(parent.addr, uint64(parent.sl), uint64(parent.sl.withType(t))))
+	}
+	for h.nodeType() < t {
+		ops = append(ops, remote.CAS(hdr, uint64(h), uint64(h.withType(t))))
+		if err := s.do(ctx, ops); err != nil {
+			return err
+		}
+		h = header(ops[len(ops)-1].Old)
+		if h.nodeType() >= t || ops[len(ops)-1].Succeeded() {
+			return nil
+		}
+		ops = s.batch()
+	}
+	return nil
+}
+
+// splitLeaf replaces the leaf at cur (holding another key, old) by a chain
+// of new internal nodes covering the common prefix of both encoded keys and
+// ending in a node with both leaves. Everything new is written first, then
+// one CAS on cur's slot publishes it; the old leaf's reverse pointer is
+// moved before returning.
+func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, value []byte) (bool, cursor, error) {
+	s.enc2 = appendEncoded(s.enc2[:0], old.key)
+	e1, e2 := s.enc, s.enc2
+	lcp := 0
+	for lcp < len(e1) && lcp < len(e2) && e1[lcp] == e2[lcp] {
+		lcp++
+	}
+	if lcp < cur.depth || lcp >= len(e1) || lcp >= len(e2) {
+		return false, cur, corruptf("leaf %v under slot %v does not share the path to it", cur.sl.addr(), cur.addr)
+	}
+	chain := (lcp - cur.depth) / 7 // nodes holding 6 prefix bytes and one slot
+	first, err := s.c.AllocOn(ctx, -1, nodeAllocBytes, addrAlign)
+	if err != nil {
+		return false, cur, err
+	}
+	mn := first.MN()
+	class := classFor(leafPayload(len(key), len(value)))
+	la, err := s.c.AllocOn(ctx, mn, classBytes(class), addrAlign)
+	if err != nil {
+		return false, cur, err
+	}
+	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
+	node, rev, d := first, cur.addr, cur.depth
+	for range chain {
+		next, err := s.c.AllocOn(ctx, mn, nodeAllocBytes, addrAlign)
+		if err != nil {
+			return false, cur, err
+		}
+		h := makeHeader(d, node4, e1[d:d+6])
+		s.stage(node, nodeImage(s.img, rev, h, nodeSlot(e1[d+6], node4, next)))
+		node, rev, d = next, nodeSlotAddr(node, 0), d+7
+	}
+	h := makeHeader(d, node4, e1[d:lcp])
+	oldSlot := leafSlot(e2[lcp], cur.sl.leafClass(), cur.sl.addr())
+	s.stage(node, nodeImage(s.img, rev, h, oldSlot, leafSlot(e1[lcp], class, la)))
+	s.stage(la, leafImage(s.img, nodeSlotAddr(node, 1), key, value, class))
+	ops := s.stagedOps()
+	final := node
+	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, first), func() error {
+		// Move the old leaf's reverse pointer to its new slot.
+		_, err := s.c.CAS(ctx, cur.sl.addr().Add(leafRevOff), uint64(old.rev), uint64(nodeSlotAddr(final, 0)))
+		return err
+	})
+}
+
+// publish executes the writes of new structure (ops) and then CASes cur's
+// slot from its read value to repl, in one round trip if the slot lives on
+// the same memory node as every write, else in two. After a successful CAS
+// it runs after (the completing step) before reporting success.
+func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl slot, after func() error) (bool, cursor, error) {
+	same := true
+	for i := range ops {
+		same = same && ops[i].Addr.MN() == cur.addr.MN()
+	}
+	if !same {
+		if err := s.do(ctx, ops); err != nil {
+			return false, cur, err
+		}
+		ops = s.batch()
+	}
+	ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
+	if err := s.do(ctx, ops); err != nil {
+		return false, cur, err
+	}
+	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
+		return false, cursor{addr: cur.addr, sl: got, depth: cur.depth}, nil
+	}
+	return true, cur, after()
+}
+
+// splitHeader handles a key that diverges inside s.node's prefix: a new
+// NODE_4 takes the matched part of the prefix and points to the old node and
+// the new leaf; one CAS on the parent slot publishes it. The old node's
+// header then drops the bytes now matched above (a CAS loop that only ever
+// raises the depth, so concurrent splits compose) before Put returns.
+func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
+	n := &s.node
+	cur := d.cur
+	m := d.mismatchAt
+	pos := cur.depth + m
+	nodeAddr, h, typ := n.addr, n.h, n.typ
+	ma, err := s.c.AllocOn(ctx, -1, nodeAllocBytes, addrAlign)
+	if err != nil {
+		return false, cur, err
+	}
+	class := classFor(leafPayload(len(key), len(value)))
+	la, err := s.c.AllocOn(ctx, ma.MN(), classBytes(class), addrAlign)
+	if err != nil {
+		return false, cur, err
+	}
+	mh := makeHeader(cur.depth, node4, s.enc[cur.depth:pos])
+	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
+	s.stage(ma, nodeImage(s.img, cur.addr, mh,
+		nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr),
+		leafSlot(s.enc[pos], class, la)))
+	s.stage(la, leafImage(s.img, nodeSlotAddr(ma, 1), key, value, class))
+	ops := s.stagedOps()
+	target := pos + 1
+	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), func() error {
+		return s.lowerHeader(ctx, nodeAddr, h, target, n.rev, nodeSlotAddr(ma, 0))
+	})
+}
+
+// lowerHeader raises a node's header depth to target (dropping prefix
+// bytes) unless it is already there, and moves its reverse pointer.
+func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, target int, oldRev, newRev remote.Addr) error {
+	hdr := node.Add(nodeHeaderOff)
+	ops := append(s.batch(), remote.CAS(node.Add(nodeRevOff), uint64(oldRev), uint64(newRev)))
+	for h.depth() < target {
+		ops = append(ops, remote.CAS(hdr, uint64(h), uint64(h.dropped(target-h.depth()))))
+		if err := s.do(ctx, ops); err != nil {
+			return err
+		}
+		last := &ops[len(ops)-1]
+		if last.Succeeded() {
+			return nil
+		}
+		h = header(last.Old)
+		ops = s.batch()
+	}
+	return nil
+}

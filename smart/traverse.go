@@ -1,0 +1,192 @@
+package smart
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// cursor is a position in the tree: a slot, the value it was last read
+// with, and the depth the child it points to must have (encoded key bytes
+// matched above the child).
+type cursor struct {
+	addr  remote.Addr
+	sl    slot
+	depth int
+}
+
+// nodeView is an internal node as one traversal read it.
+type nodeView struct {
+	addr  remote.Addr
+	h     header
+	rev   remote.Addr
+	typ   nodeType // types whose slots were read: max(slot type, header type)
+	slots [256]slot
+	skip  int // prefix bytes already matched above (header split in flight)
+}
+
+// slotAddr returns the address of slot i of the node.
+func (n *nodeView) slotAddr(i int) remote.Addr { return n.addr.Add(uint64(nodeSlotsOff + 8*i)) }
+
+// prefix returns the node's prefix bytes still to be matched.
+func (n *nodeView) prefix(dst []byte) []byte {
+	for i := n.skip; i < n.h.prefixLen(); i++ {
+		dst = append(dst, n.h.prefixByte(i))
+	}
+	return dst
+}
+
+// find returns the index of the non-empty slot with partial b, or -1.
+func (n *nodeView) find(b byte) int {
+	for i := range n.typ.capacity() {
+		if s := n.slots[i]; !s.isEmpty() && s.partial() == b {
+			return i
+		}
+	}
+	return -1
+}
+
+// firstEmpty returns the first empty slot index read, or the capacity of
+// the read type if every slot read is used.
+func (n *nodeView) firstEmpty() int {
+	c := n.typ.capacity()
+	for i := range c {
+		if n.slots[i].isEmpty() {
+			return i
+		}
+	}
+	return c
+}
+
+// readNode reads the node cur points to into s.node. It returns false (and
+// a nil error) if the node does not belong at cur.depth any more: its
+// header moved deeper than the slot claims, so the slot must be re-read.
+func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
+	n := &s.node
+	n.addr = cur.sl.addr()
+	t := cur.sl.nodeType()
+	if t < node4 || t > node256 {
+		return false, corruptf("slot %v at %v has a bad node type", cur.sl, cur.addr)
+	}
+	buf := s.nodeBuf[:t.readBytes()]
+	if err := s.c.Read(ctx, n.addr, buf); err != nil {
+		return false, err
+	}
+	n.rev = remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
+	n.h = header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	ht := n.h.nodeType()
+	if ht < node4 || ht > node256 {
+		return false, nil
+	}
+	if ht > t {
+		// The node switched type after its parent slot was written: read
+		// the slots the slot's type did not cover.
+		rest := s.nodeBuf[t.readBytes():ht.readBytes()]
+		if err := s.c.Read(ctx, n.addr.Add(uint64(t.readBytes())), rest); err != nil {
+			return false, err
+		}
+		t = ht
+	}
+	n.typ = t
+	for i := range t.capacity() {
+		n.slots[i] = slot(binary.LittleEndian.Uint64(s.nodeBuf[nodeSlotsOff+8*i:]))
+	}
+	if n.h.depth() > cur.depth {
+		return false, nil
+	}
+	n.skip = cur.depth - n.h.depth()
+	if n.skip > n.h.prefixLen() {
+		return false, nil
+	}
+	return true, nil
+}
+
+// outcome is where a descent stopped.
+type outcome uint8
+
+const (
+	atLeaf     outcome = iota // cur is a leaf slot
+	atMissing                 // s.node has no slot for the key's next byte
+	atMismatch                // the key diverges inside s.node's prefix at mismatchAt
+	atTomb                    // cur is a tombstone slot for the key's next byte
+	atEnd                     // the key's encoding ended inside s.node's prefix (cannot happen for well-formed keys)
+)
+
+// descent is the result of descend.
+type descent struct {
+	out        outcome
+	cur        cursor // the slot that led to the stopping point
+	mismatchAt int    // atMismatch: index into the node's remaining prefix
+	pos        int    // atMissing: position of the discriminating byte
+}
+
+// descend follows enc from cur down to a leaf slot or to the node where the
+// key leaves the tree.
+func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent, error) {
+	for {
+		if cur.sl.isTombstone() {
+			return descent{out: atTomb, cur: cur}, nil
+		}
+		if cur.sl.isLeaf() {
+			return descent{out: atLeaf, cur: cur}, nil
+		}
+		if !cur.sl.isChild() {
+			return descent{}, corruptf("slot %v at %v leads nowhere", cur.sl, cur.addr)
+		}
+		ok, err := s.readNode(ctx, cur)
+		if err != nil {
+			return descent{}, err
+		}
+		if !ok {
+			if cur, err = s.reread(ctx, cur); err != nil {
+				return descent{}, err
+			}
+			continue
+		}
+		n := &s.node
+		depth := cur.depth
+		for i := n.skip; i < n.h.prefixLen(); i++ {
+			if depth >= len(enc) {
+				return descent{out: atEnd, cur: cur}, nil
+			}
+			if enc[depth] != n.h.prefixByte(i) {
+				return descent{out: atMismatch, cur: cur, mismatchAt: i - n.skip}, nil
+			}
+			depth++
+		}
+		if depth >= len(enc) {
+			return descent{out: atEnd, cur: cur}, nil
+		}
+		i := n.find(enc[depth])
+		if i < 0 {
+			return descent{out: atMissing, cur: cur, pos: depth}, nil
+		}
+		cur = cursor{addr: n.slotAddr(i), sl: n.slots[i], depth: depth + 1}
+	}
+}
+
+// reread reads cur's slot again after finding it stale.
+func (s *session) reread(ctx context.Context, cur cursor) (cursor, error) {
+	if err := s.retry(); err != nil {
+		return cur, err
+	}
+	w, err := s.readWord(ctx, cur.addr)
+	if err != nil {
+		return cur, err
+	}
+	cur.sl = slot(w)
+	if cur.sl.isEmpty() && cur.addr != s.t.rootSlot {
+		return cur, corruptf("slot %v emptied", cur.addr)
+	}
+	return cur, nil
+}
+
+// root returns a cursor at the root slot, read fresh.
+func (s *session) root(ctx context.Context) (cursor, error) {
+	w, err := s.readWord(ctx, s.t.rootSlot)
+	if err != nil {
+		return cursor{}, err
+	}
+	return cursor{addr: s.t.rootSlot, sl: slot(w)}, nil
+}

@@ -1,0 +1,131 @@
+package smart
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Tree is a SMART tree opened on one compute node. It implements Index and
+// is safe for concurrent use by many goroutines.
+type Tree struct {
+	cn          *remote.ComputeNode
+	opts        Options
+	rootSlot    remote.Addr
+	retryBudget int
+	backoffUnit time.Duration
+	closed      atomic.Bool
+
+	mu   sync.Mutex // guards free; never held across a verb
+	free []*session
+}
+
+var _ Index = (*Tree)(nil)
+
+// The named region of a tree: word 0 is the root slot, word 1 the format
+// magic.
+const (
+	regionBytes = 64
+	formatMagic = 0x3176_5452_414d_53 // "SMARTv1"
+)
+
+// Open opens the tree named opts.Name in cn's pool, creating it if needed.
+// Trees opened under one name on several compute nodes are one tree.
+func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
+	if opts.Name == "" {
+		opts.Name = "smart"
+	}
+	if opts.RetryBudget <= 0 {
+		opts.RetryBudget = DefaultRetryBudget
+	}
+	p := cn.Pool()
+	if p.MemoryNodes() > maxSlotMN || p.Config().NodeBytes > maxSlotOffset {
+		return nil, fmt.Errorf("smart: pool of %d memory nodes of %d bytes exceeds the slot address space (%d nodes of %d bytes)",
+			p.MemoryNodes(), p.Config().NodeBytes, maxSlotMN, int64(maxSlotOffset))
+	}
+	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget, backoffUnit: 100 * time.Nanosecond}
+	s, err := t.session()
+	if err != nil {
+		return nil, err
+	}
+	defer t.release(s)
+	ctx := context.Background()
+	region, err := s.c.Named(ctx, "smart/"+opts.Name, regionBytes)
+	if err != nil {
+		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
+	}
+	t.rootSlot = region
+	if err := s.initRoot(ctx, region); err != nil {
+		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
+	}
+	return t, nil
+}
+
+// initRoot creates the root node if the tree is new. The root is an
+// internal node at depth 0 with no prefix whose address never changes; its
+// slot in the named region carries its type.
+func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
+	magic := region.Add(8)
+	old, err := s.c.CAS(ctx, magic, 0, formatMagic)
+	if err != nil {
+		return err
+	}
+	if old != 0 && old != formatMagic {
+		return fmt.Errorf("%w: region holds another structure (magic %#x)", ErrCorrupt, old)
+	}
+	w, err := s.readWord(ctx, region)
+	if err != nil || w != 0 {
+		return err
+	}
+	a, err := s.c.AllocOn(ctx, -1, nodeAllocBytes, addrAlign)
+	if err != nil {
+		return err
+	}
+	img := make([]byte, node4.readBytes())
+	binary.LittleEndian.PutUint64(img[nodeRevOff:], uint64(region))
+	binary.LittleEndian.PutUint64(img[nodeHeaderOff:], uint64(makeHeader(0, node4, nil)))
+	if err := s.c.Write(ctx, a, img); err != nil {
+		return err
+	}
+	_, err = s.c.CAS(ctx, region, 0, uint64(nodeSlot(0, node4, a)))
+	return err // a lost race leaves the other opener's root in place
+}
+
+// Close releases the tree's compute-node state; later calls return
+// ErrClosed. The remote tree stays for other compute nodes.
+func (t *Tree) Close() error {
+	t.closed.Store(true)
+	return nil
+}
+
+// Name returns the tree's name in the pool.
+func (t *Tree) Name() string { return t.opts.Name }
+
+func corruptf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))
+}
+
+// checkKey validates a key.
+func checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return ErrEmptyKey
+	case len(key) > MaxKeyLen:
+		return fmt.Errorf("%w: %d bytes (max %d)", ErrKeyTooLong, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// wrapRemote turns the pool's closed error into the index's.
+func wrapRemote(err error) error {
+	if errors.Is(err, remote.ErrClosed) && !errors.Is(err, ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}

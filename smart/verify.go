@@ -1,0 +1,145 @@
+package smart
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Verify walks the whole remote tree and checks every invariant: header
+// depths and prefixes consistent with the path, node types covering every
+// used slot (and the parent slot's type never ahead of the header's), at
+// most one slot per partial key, reverse pointers, leaf checksums, valid
+// bits and free locks, each leaf's key matching its path, keys in strictly
+// increasing order, and no node or leaf reachable twice. It must run while
+// no operation is in flight; it returns an error wrapping ErrCorrupt that
+// names the first violation.
+func (t *Tree) Verify(ctx context.Context) error {
+	s, err := t.session()
+	if err != nil {
+		return err
+	}
+	defer t.release(s)
+	root, err := s.root(ctx)
+	if err != nil {
+		return err
+	}
+	v := verifier{s: s, seen: make(map[remote.Addr]bool)}
+	return wrapRemote(v.node(ctx, root, nil))
+}
+
+type verifier struct {
+	s    *session
+	seen map[remote.Addr]bool
+	last []byte // last key visited
+	any  bool
+	buf  [nodeAllocBytes]byte
+}
+
+func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
+	a := cur.sl.addr()
+	if cur.sl.isLeaf() || a == 0 {
+		return corruptf("slot %v at %v: expected a node", cur.sl, cur.addr)
+	}
+	if v.seen[a] {
+		return corruptf("node %v reachable twice", a)
+	}
+	v.seen[a] = true
+	buf := make([]byte, nodeAllocBytes)
+	if err := v.s.c.Read(ctx, a, buf); err != nil {
+		return err
+	}
+	rev := remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
+	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	switch {
+	case rev != cur.addr:
+		return corruptf("node %v: reverse pointer %v, parent slot is %v", a, rev, cur.addr)
+	case h.depth() != len(path):
+		return corruptf("node %v: header depth %d, path length %d", a, h.depth(), len(path))
+	case h.nodeType() < node4 || h.nodeType() > node256:
+		return corruptf("node %v: bad header type %d", a, h.nodeType())
+	case cur.sl.nodeType() > h.nodeType():
+		return corruptf("node %v: parent slot type %v ahead of header type %v", a, cur.sl.nodeType(), h.nodeType())
+	}
+	path = slices.Clip(path)
+	for i := range h.prefixLen() {
+		path = append(path, h.prefixByte(i))
+	}
+	var order [256]int
+	var used [256]bool
+	n := 0
+	for i := range 256 {
+		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+		if sl.isEmpty() {
+			continue
+		}
+		if i >= h.nodeType().capacity() {
+			return corruptf("node %v: slot %d used beyond type %v", a, i, h.nodeType())
+		}
+		if used[sl.partial()] {
+			return corruptf("node %v: partial key %#02x in two slots", a, sl.partial())
+		}
+		used[sl.partial()] = true
+		order[sl.partial()] = i
+		n++
+	}
+	for b := range 256 {
+		if !used[b] {
+			continue
+		}
+		i := order[b]
+		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+		child := cursor{addr: nodeSlotAddr(a, i), sl: sl, depth: len(path) + 1}
+		cpath := append(slices.Clip(path), byte(b))
+		var err error
+		switch {
+		case sl.isTombstone():
+		case sl.isLeaf():
+			err = v.leaf(ctx, child, cpath)
+		default:
+			err = v.node(ctx, child, cpath)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (v *verifier) leaf(ctx context.Context, cur cursor, path []byte) error {
+	a := cur.sl.addr()
+	if v.seen[a] {
+		return corruptf("leaf %v reachable twice", a)
+	}
+	v.seen[a] = true
+	lv, st, err := v.s.readLeaf(ctx, cur.sl)
+	if err != nil {
+		return err
+	}
+	switch {
+	case st == leafTorn:
+		return corruptf("leaf %v under %v: bad checksum or lengths", a, cur.addr)
+	case st == leafRetired:
+		return corruptf("leaf %v under %v: retired but linked", a, cur.addr)
+	case lv.lock != 0:
+		return corruptf("leaf %v: lock held (%#x)", a, lv.lock)
+	case lv.rev != cur.addr:
+		return corruptf("leaf %v: reverse pointer %v, slot is %v", a, lv.rev, cur.addr)
+	}
+	enc := appendEncoded(nil, lv.key)
+	if !bytes.HasPrefix(enc, path) {
+		return corruptf("leaf %v: key %q does not match its path %x", a, lv.key, path)
+	}
+	if v.any && bytes.Compare(v.last, lv.key) >= 0 {
+		return corruptf("keys out of order: %q then %q", v.last, lv.key)
+	}
+	v.last, v.any = append(v.last[:0], lv.key...), true
+	return nil
+}
+
+// String describes the tree for error messages.
+func (t *Tree) String() string { return fmt.Sprintf("smart.Tree(%q)", t.opts.Name) }
