@@ -1,0 +1,39 @@
+// Package ycsb generates YCSB workloads and runs them against an index on
+// disaggregated memory, measuring what matters there: throughput, latency
+// percentiles, round trips, verbs and bytes per operation, the compute-node
+// cache hit ratio and the memory nodes' NIC utilisation.
+//
+// # Workloads
+//
+// Workloads follow YCSB's CoreWorkload: records are named by the FNV hash
+// of their number (insertorder=hashed); keys are drawn from a scrambled
+// Zipfian (θ = 0.99 by default, with YCSB's normalisation constants),
+// latest, uniform or hotspot distribution, and only among acknowledged
+// records; YCSB E scans have uniform lengths in 1..100; F does
+// read-modify-writes. Preset names YCSB's LOAD and A–F and SMART's "la"
+// (100% insert) and "N-" (N% insert, the rest reads, latest) mixes. Key
+// numbers become keys through a KeyType: 8-byte big-endian integers or
+// synthetic e-mail addresses of at most 32 bytes with the host reversed in
+// front ("com.gmail@john…"), the pre-processing of the SMART paper.
+//
+// ReadTrace and WriteTrace read and write index-microbench traces
+// ("INSERT <key>", "READ <key>", "UPDATE <key>", "SCAN <key> <len>"), so
+// that workloads generated elsewhere can be replayed (Config.LoadTrace,
+// Config.RunTrace).
+//
+// # Runs
+//
+// Run builds a pool of memory nodes, opens one index per compute node
+// through an Opener, loads the records with every client, then runs the
+// operations split evenly over ComputeNodes × ClientsPerCN clients. In
+// ModeSim (the default) every client is a simulated thread of the RNIC
+// simulator and all times are virtual, so a Config always gives the same
+// Result; ModeLocal uses goroutines and the wall clock. Throughput counts
+// completed operations (not issued ones, as the original SMART harness
+// did); latencies go to HdrHistograms, per operation kind as in YCSB's
+// output (Result.WriteText). Remote I/O per operation comes from the
+// pool's statistics over the run phase, the cache hit ratio from indexes
+// that implement CacheReporter, NIC utilisation from the simulator's
+// report. The runner charges no CPU time of its own: indexes charge
+// remote.Profile.CPUPerOp through their clients.
+package ycsb

@@ -1,0 +1,594 @@
+package ycsb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/smart"
+)
+
+// Mode selects how a run executes.
+type Mode uint8
+
+const (
+	// ModeSim runs every client as a simulated thread of the RNIC simulator:
+	// time is virtual, and equal configurations give identical results.
+	ModeSim Mode = iota
+	// ModeLocal runs clients as goroutines on in-process memory; time is the
+	// wall clock of this machine.
+	ModeLocal
+)
+
+// ParseMode parses "sim" or "local".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "sim":
+		return ModeSim, nil
+	case "local":
+		return ModeLocal, nil
+	}
+	return 0, fmt.Errorf("ycsb: unknown mode %q (want sim or local)", s)
+}
+
+// String returns "sim" or "local".
+func (m Mode) String() string {
+	switch m {
+	case ModeSim:
+		return "sim"
+	case ModeLocal:
+		return "local"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// IndexConfig is what an Opener learns about the run.
+type IndexConfig struct {
+	// Name is the structure's name in the pool; every compute node of a run
+	// opens the same name.
+	Name string
+	// KeySize is the longest key of the run (KeyType.MaxLen, or the longest
+	// trace key); fixed-size indexes size their entries by it.
+	KeySize int
+	// ValueSize is the size of every value written.
+	ValueSize int
+	// CacheBytes is the compute node's cache budget: 0 selects the index's
+	// default, a negative value disables the cache.
+	CacheBytes int64
+}
+
+// Opener opens (creating on first use) the index of a run on one compute
+// node. The runner calls it once per compute node, in compute-node order,
+// inside a client started with Pool.Go, so it may issue verbs.
+type Opener func(cn *remote.ComputeNode, cfg IndexConfig) (smart.Index, error)
+
+// CacheReporter is implemented by indexes with a compute-node cache. The
+// runner reports hits/lookups over the run phase, summed over compute
+// nodes, as the cache hit ratio. A lookup is one operation's use of the
+// cache and a hit one that started its remote traversal below the root
+// (the honest per-operation count, not SMART's depth ratio). Both counters
+// are cumulative and safe to read concurrently.
+type CacheReporter interface {
+	CacheStats() (hits, lookups uint64)
+}
+
+// Config describes a run: a pool of MemoryNodes memory nodes, ComputeNodes
+// compute nodes with one index each and ClientsPerCN clients per compute
+// node, a load phase and a measured run phase.
+//
+// The runner charges no client CPU time itself: indexes charge their own
+// per-operation CPU cost (remote.Profile.CPUPerOp) through
+// remote.Client.Compute, since only they hold the clients.
+type Config struct {
+	// Index names the index in reports.
+	Index string
+	// Open opens the index on each compute node (required).
+	Open Opener
+	// CacheBytes is passed to Open in IndexConfig.
+	CacheBytes int64
+
+	// Workload, Keys, Records and Ops define the generated operations:
+	// Records records are loaded, then Ops operations of Workload run,
+	// split evenly over the clients (a LoadOnly workload measures the load
+	// of Records records instead).
+	Workload Workload
+	Keys     KeyType
+	Records  int64
+	Ops      int64
+	// ValueSize is the length of every written value (default 8).
+	ValueSize int
+
+	// LoadTrace and RunTrace, if RunTrace is set, replace the generated
+	// phases: each phase's operations are split into contiguous slices,
+	// one per client, as SMART's split_workload.py does. Records and Ops
+	// are then taken from the traces.
+	LoadTrace, RunTrace []Op
+
+	// MemoryNodes, ComputeNodes and ClientsPerCN size the cluster (default
+	// 1 each).
+	MemoryNodes, ComputeNodes, ClientsPerCN int
+	// NodeBytes is each memory node's size (0: enough for the run).
+	NodeBytes int64
+	// Mode is ModeSim (the default) or ModeLocal.
+	Mode Mode
+	// Sim configures the simulator in ModeSim; its Seed is replaced by Seed.
+	Sim remote.SimConfig
+	// Seed drives the operation streams, the values and the simulator.
+	Seed uint64
+
+	// Progress, if set, is called with the number of operations completed
+	// since its last call (load and run phases alike). It is called from
+	// client goroutines: it must be safe for concurrent use and must not
+	// block.
+	Progress func(ops int64)
+}
+
+// Defaults of Config.
+const (
+	DefaultValueSize = 8
+	// maxLatency is the largest latency the histograms track; longer
+	// operations are recorded as maxLatency.
+	maxLatency = int64(100 * time.Second)
+	// progressEvery is how many operations a client completes between two
+	// calls of Config.Progress.
+	progressEvery = 1024
+)
+
+// opStatus is an operation's outcome, YCSB's Return= codes.
+type opStatus uint8
+
+const (
+	statusOK opStatus = iota
+	statusNotFound
+	statusError
+	numStatuses
+)
+
+func (s opStatus) String() string {
+	return [...]string{"OK", "NOT_FOUND", "ERROR"}[s]
+}
+
+// runner is the state of one Run.
+type runner struct {
+	cfg   Config
+	pool  *remote.Pool
+	idx   []smart.Index
+	value int // value size
+}
+
+// Run executes the load phase and the run phase of cfg and returns the
+// measurements of the run phase. Only completed operations count towards
+// throughput (an operation that returned an error is counted in
+// Result.Errors instead). A load-phase error aborts the run. In ModeSim
+// every client is a simulated thread and every time is virtual: the same
+// Config gives the same Result.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg, err := cfg.normalized()
+	if err != nil {
+		return nil, err
+	}
+	var gen *Generator
+	if cfg.RunTrace == nil {
+		if gen, err = NewGenerator(cfg.Workload, cfg.Keys, uint64(cfg.Records), uint64(cfg.Ops)); err != nil {
+			return nil, err
+		}
+	}
+	pcfg := remote.Config{MemoryNodes: cfg.MemoryNodes, NodeBytes: cfg.NodeBytes}
+	if cfg.Mode == ModeSim {
+		sim := cfg.Sim
+		sim.Seed = cfg.Seed
+		pcfg.Sim = &sim
+	}
+	pool, err := remote.NewPool(pcfg)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	r := &runner{cfg: cfg, pool: pool, value: cfg.ValueSize}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	defer r.close()
+
+	// Load phase.
+	var load phase
+	switch {
+	case cfg.RunTrace != nil:
+		load = r.phase(ctx, true, func(i, n int) source { return slice(cfg.LoadTrace, i, n) })
+	case !cfg.Workload.LoadOnly:
+		load = r.phase(ctx, true, func(i, n int) source { return loadRange(gen, i, n) })
+	}
+	if err := load.firstErr(); err != nil {
+		return nil, fmt.Errorf("ycsb: load phase: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	// Run phase.
+	before := r.snapshot()
+	var run phase
+	switch {
+	case cfg.RunTrace != nil:
+		run = r.phase(ctx, false, func(i, n int) source { return slice(cfg.RunTrace, i, n) })
+	case cfg.Workload.LoadOnly:
+		run = r.phase(ctx, false, func(i, n int) source { return loadRange(gen, i, n) })
+	default:
+		run = r.phase(ctx, false, func(i, n int) source {
+			lo, hi := split(cfg.Ops, i, n)
+			return &streamSource{g: gen, s: gen.Stream(r.seed(i, 1)), left: hi - lo}
+		})
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	after := r.snapshot()
+	return r.result(load, run, before, after), nil
+}
+
+func (cfg Config) normalized() (Config, error) {
+	if cfg.Open == nil {
+		return cfg, errors.New("ycsb: Config.Open is required")
+	}
+	cfg.MemoryNodes = max(cfg.MemoryNodes, 1)
+	cfg.ComputeNodes = max(cfg.ComputeNodes, 1)
+	cfg.ClientsPerCN = max(cfg.ClientsPerCN, 1)
+	if cfg.ValueSize == 0 {
+		cfg.ValueSize = DefaultValueSize
+	}
+	if cfg.ValueSize < 0 || cfg.Records < 0 || cfg.Ops < 0 {
+		return cfg, fmt.Errorf("ycsb: negative value size, records or ops")
+	}
+	if cfg.Mode > ModeLocal {
+		return cfg, fmt.Errorf("ycsb: unknown mode %v", cfg.Mode)
+	}
+	if cfg.LoadTrace != nil && cfg.RunTrace == nil {
+		return cfg, errors.New("ycsb: a load trace needs a run trace")
+	}
+	if cfg.RunTrace != nil {
+		cfg.Records, cfg.Ops = int64(len(cfg.LoadTrace)), int64(len(cfg.RunTrace))
+	}
+	if cfg.Workload.LoadOnly {
+		cfg.Ops = cfg.Records
+	}
+	if cfg.NodeBytes == 0 {
+		// About 1 KiB per record covers either index with room to spare, plus
+		// every client's allocation chunk; untouched memory costs nothing.
+		records := cfg.Records + cfg.Ops
+		clients := int64(cfg.ComputeNodes * cfg.ClientsPerCN)
+		need := (records<<10)/int64(cfg.MemoryNodes) + clients*remote.DefaultChunkBytes + 64<<20
+		cfg.NodeBytes = max(remote.DefaultNodeBytes, (need+(1<<20)-1)&^(1<<20-1))
+	}
+	return cfg, nil
+}
+
+// seed returns the seed of client i in phase p.
+func (r *runner) seed(i, p int) uint64 {
+	return r.cfg.Seed*0x9E3779B97F4A7C15 + uint64(p)<<32 + uint64(i)
+}
+
+// open opens one index per compute node, one after the other, inside a
+// client so that opening may issue verbs.
+func (r *runner) open() error {
+	ic := IndexConfig{Name: "ycsb", KeySize: r.cfg.Keys.MaxLen(), ValueSize: r.value, CacheBytes: r.cfg.CacheBytes}
+	for _, op := range r.cfg.LoadTrace {
+		ic.KeySize = max(ic.KeySize, len(op.Key))
+	}
+	for _, op := range r.cfg.RunTrace {
+		ic.KeySize = max(ic.KeySize, len(op.Key))
+	}
+	var err error
+	r.pool.Go(func() {
+		for i := range r.cfg.ComputeNodes {
+			var ix smart.Index
+			if ix, err = r.cfg.Open(r.pool.NewComputeNode(), ic); err != nil {
+				err = fmt.Errorf("ycsb: opening %s on compute node %d: %w", r.cfg.Index, i, err)
+				return
+			}
+			r.idx = append(r.idx, ix)
+		}
+	})
+	return errors.Join(r.pool.Wait(), err)
+}
+
+// close closes the indexes inside a client (closing may issue verbs).
+func (r *runner) close() {
+	r.pool.Go(func() {
+		for _, ix := range r.idx {
+			ix.Close()
+		}
+	})
+	r.pool.Wait()
+}
+
+// source is one client's operations in one phase.
+type source interface {
+	// next returns the next operation, or false when the client is done.
+	next() (Op, bool)
+	// done reports that op returned.
+	done(Op)
+}
+
+// split returns the half-open share [lo, hi) of client i of n in 0..total.
+func split(total int64, i, n int) (lo, hi int64) {
+	return total * int64(i) / int64(n), total * int64(i+1) / int64(n)
+}
+
+// rangeSource inserts the records [n, hi) of a generator.
+type rangeSource struct {
+	g     *Generator
+	n, hi uint64
+	buf   []byte
+}
+
+func loadRange(g *Generator, i, n int) source {
+	lo, hi := split(int64(g.Records()), i, n)
+	return &rangeSource{g: g, n: uint64(lo), hi: uint64(hi)}
+}
+
+func (s *rangeSource) next() (Op, bool) {
+	if s.n >= s.hi {
+		return Op{}, false
+	}
+	op := s.g.LoadOp(s.buf, s.n)
+	s.buf = op.Key
+	s.n++
+	return op, true
+}
+
+func (s *rangeSource) done(Op) {}
+
+// sliceSource replays a contiguous slice of a trace.
+type sliceSource struct{ ops []Op }
+
+func slice(ops []Op, i, n int) source {
+	lo, hi := split(int64(len(ops)), i, n)
+	return &sliceSource{ops: ops[lo:hi]}
+}
+
+func (s *sliceSource) next() (Op, bool) {
+	if len(s.ops) == 0 {
+		return Op{}, false
+	}
+	op := s.ops[0]
+	s.ops = s.ops[1:]
+	return op, true
+}
+
+func (s *sliceSource) done(Op) {}
+
+// streamSource takes left operations from a generator's stream.
+type streamSource struct {
+	g    *Generator
+	s    *Stream
+	left int64
+}
+
+func (s *streamSource) next() (Op, bool) {
+	if s.left == 0 {
+		return Op{}, false
+	}
+	s.left--
+	return s.s.Next(), true
+}
+
+func (s *streamSource) done(op Op) { s.g.Ack(op) }
+
+// phase is what the clients of one phase measured.
+type phase struct {
+	start, end time.Duration // pool time of the phase's start and last completion
+	clients    []clientStats
+	hists      []*histSet // one per compute node
+}
+
+// clientStats is one client's tally.
+type clientStats struct {
+	completed, errors int64
+	appBytes          int64 // key and value bytes handed to or returned to the application
+	end               time.Duration
+	err               error // the client's first error
+}
+
+// firstErr returns the error of the lowest-numbered client that failed.
+func (p *phase) firstErr() error {
+	for i := range p.clients {
+		if p.clients[i].err != nil {
+			return p.clients[i].err
+		}
+	}
+	return nil
+}
+
+// histSet holds one compute node's latency histograms. Clients of the node
+// share it under mu (held only to record, never across a verb).
+type histSet struct {
+	mu      sync.Mutex
+	ok      [numOpKinds]*hdrhistogram.Histogram // latencies of successful operations
+	failed  [numOpKinds]*hdrhistogram.Histogram // latencies of NOT_FOUND and ERROR
+	sumOK   [numOpKinds]int64                   // exact latency sums for averages
+	sumFail [numOpKinds]int64
+	returns [numOpKinds][numStatuses]int64
+	overall    *hdrhistogram.Histogram // one sample per completed operation
+	sumOverall int64
+}
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, maxLatency, 3) }
+
+// record adds one operation of kind k; with overall set it is also a
+// completed operation of the workload.
+func (h *histSet) record(k OpKind, st opStatus, d time.Duration, overall bool) {
+	v := min(max(int64(d), 1), maxLatency)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if overall {
+		if h.overall == nil {
+			h.overall = newHist()
+		}
+		h.overall.RecordValue(v)
+		h.sumOverall += v
+	}
+	h.returns[k][st]++
+	hist, sum := &h.ok[k], &h.sumOK[k]
+	if st != statusOK {
+		hist, sum = &h.failed[k], &h.sumFail[k]
+	}
+	if *hist == nil {
+		*hist = newHist()
+	}
+	(*hist).RecordValue(v)
+	*sum += v
+}
+
+// phase runs one phase: every client, started with Pool.Go, executes the
+// operations of its source, until the context is cancelled or, with abort
+// set, its first error.
+func (r *runner) phase(ctx context.Context, abort bool, src func(i, n int) source) phase {
+	cns, k := r.cfg.ComputeNodes, r.cfg.ClientsPerCN
+	n := cns * k
+	p := phase{clients: make([]clientStats, n), hists: make([]*histSet, cns)}
+	for i := range p.hists {
+		p.hists[i] = new(histSet)
+	}
+	p.start = r.pool.Now()
+	for i := range n {
+		s := src(i, n)
+		c := &p.clients[i]
+		ix, hs := r.idx[i/k], p.hists[i/k]
+		vals := rand.New(rand.NewPCG(r.seed(i, 2), 0))
+		r.pool.Go(func() { r.client(ctx, ix, hs, s, c, vals, abort) })
+	}
+	r.pool.Wait()
+	for i := range p.clients {
+		p.end = max(p.end, p.clients[i].end)
+	}
+	p.end = max(p.end, p.start)
+	return p
+}
+
+// client runs one client's operations. Latencies are read from the pool's
+// clock, which in the simulator is the running client's virtual time. With
+// abort set the client stops at its first error.
+func (r *runner) client(ctx context.Context, ix smart.Index, hs *histSet, s source, c *clientStats, vals *rand.Rand, abort bool) {
+	value := make([]byte, r.value)
+	var pending int64
+	for ctx.Err() == nil {
+		op, ok := s.next()
+		if !ok {
+			break
+		}
+		for i := range value {
+			value[i] = byte(vals.Uint32())
+		}
+		t0 := r.pool.Now()
+		app, err := r.exec(ctx, ix, hs, op, value, t0)
+		c.end = r.pool.Now()
+		s.done(op)
+		if err != nil {
+			c.errors++
+			if c.err == nil {
+				c.err = fmt.Errorf("%v %q: %w", op.Kind, op.Key, err)
+			}
+			if abort {
+				break
+			}
+		} else {
+			c.completed++
+			c.appBytes += app
+		}
+		if pending++; pending == progressEvery && r.cfg.Progress != nil {
+			r.cfg.Progress(pending)
+			pending = 0
+		}
+	}
+	if pending > 0 && r.cfg.Progress != nil {
+		r.cfg.Progress(pending)
+	}
+}
+
+// exec executes op on ix, records its latency (and, for a
+// read-modify-write, those of its read and update, as YCSB does) and
+// returns the key and value bytes it handed to or returned to the
+// application.
+func (r *runner) exec(ctx context.Context, ix smart.Index, hs *histSet, op Op, value []byte, t0 time.Duration) (int64, error) {
+	var (
+		st  = statusOK
+		app int64
+		err error
+	)
+	switch op.Kind {
+	case OpRead:
+		var v []byte
+		var found bool
+		if v, found, err = ix.Get(ctx, op.Key); found {
+			app = int64(len(op.Key) + len(v))
+		} else {
+			st = statusNotFound
+		}
+	case OpUpdate, OpInsert:
+		err = ix.Put(ctx, op.Key, value)
+		app = int64(len(op.Key) + len(value))
+	case OpScan:
+		n := 0
+		for kv, e := range ix.Scan(ctx, op.Key, nil) {
+			if e != nil {
+				err = e
+				break
+			}
+			app += int64(len(kv.Key) + len(kv.Value))
+			if n++; n == op.ScanLength {
+				break
+			}
+		}
+	case OpReadModifyWrite:
+		v, found, e := ix.Get(ctx, op.Key)
+		t1 := r.pool.Now()
+		switch {
+		case e != nil:
+			hs.record(OpRead, statusError, t1-t0, false)
+		case !found:
+			hs.record(OpRead, statusNotFound, t1-t0, false)
+		default:
+			hs.record(OpRead, statusOK, t1-t0, false)
+			app = int64(len(op.Key) + len(v))
+		}
+		if err = e; err == nil {
+			err = ix.Put(ctx, op.Key, value)
+			ust := statusOK
+			if err != nil {
+				ust = statusError
+			}
+			hs.record(OpUpdate, ust, r.pool.Now()-t1, false)
+			app += int64(len(op.Key) + len(value))
+		}
+	}
+	if err != nil {
+		st = statusError
+	}
+	hs.record(op.Kind, st, r.pool.Now()-t0, st != statusError)
+	return app, err
+}
+
+// snapshot is the pool's counters at a phase boundary.
+type snapshot struct {
+	stats       remote.Stats
+	report      remote.Report
+	hits, looks uint64
+	caches      bool // some index reports cache statistics
+}
+
+func (r *runner) snapshot() snapshot {
+	s := snapshot{stats: r.pool.Stats(), report: r.pool.Report()}
+	for _, ix := range r.idx {
+		if cr, ok := ix.(CacheReporter); ok {
+			h, l := cr.CacheStats()
+			s.hits, s.looks, s.caches = s.hits+h, s.looks+l, true
+		}
+	}
+	return s
+}
