@@ -79,15 +79,15 @@ type Result struct {
 // succeeded ("READ"), or those that did not ("READ-FAILED": NOT_FOUND and
 // ERROR).
 type OpResult struct {
-	Name    string  `json:"name"`
-	Count   int64   `json:"count"`
-	AvgUS   float64 `json:"avg_us"`
-	MinUS   float64 `json:"min_us"`
-	MaxUS   float64 `json:"max_us"`
-	P50US   float64 `json:"p50_us"`
-	P95US   float64 `json:"p95_us"`
-	P99US   float64 `json:"p99_us"`
-	P999US  float64 `json:"p999_us"`
+	Name    string        `json:"name"`
+	Count   int64         `json:"count"`
+	AvgUS   float64       `json:"avg_us"`
+	MinUS   float64       `json:"min_us"`
+	MaxUS   float64       `json:"max_us"`
+	P50US   float64       `json:"p50_us"`
+	P95US   float64       `json:"p95_us"`
+	P99US   float64       `json:"p99_us"`
+	P999US  float64       `json:"p999_us"`
 	Returns []ReturnCount `json:"returns,omitempty"`
 }
 

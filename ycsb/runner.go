@@ -408,12 +408,12 @@ func (p *phase) firstErr() error {
 // histSet holds one compute node's latency histograms. Clients of the node
 // share it under mu (held only to record, never across a verb).
 type histSet struct {
-	mu      sync.Mutex
-	ok      [numOpKinds]*hdrhistogram.Histogram // latencies of successful operations
-	failed  [numOpKinds]*hdrhistogram.Histogram // latencies of NOT_FOUND and ERROR
-	sumOK   [numOpKinds]int64                   // exact latency sums for averages
-	sumFail [numOpKinds]int64
-	returns [numOpKinds][numStatuses]int64
+	mu         sync.Mutex
+	ok         [numOpKinds]*hdrhistogram.Histogram // latencies of successful operations
+	failed     [numOpKinds]*hdrhistogram.Histogram // latencies of NOT_FOUND and ERROR
+	sumOK      [numOpKinds]int64                   // exact latency sums for averages
+	sumFail    [numOpKinds]int64
+	returns    [numOpKinds][numStatuses]int64
 	overall    *hdrhistogram.Histogram // one sample per completed operation
 	sumOverall int64
 }
