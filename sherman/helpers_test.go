@@ -1,0 +1,65 @@
+package sherman
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "seed of the randomized tests (0: derived from the clock)")
+
+// testSeed returns the seed of a randomized test and logs how to replay it.
+func testSeed(t testing.TB) uint64 {
+	s := *seedFlag
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (replay with -seed=%d)", s, s)
+	return s
+}
+
+// newPool returns a pool closed at the end of the test.
+func newPool(t testing.TB, cfg remote.Config) *remote.Pool {
+	t.Helper()
+	if cfg.NodeBytes == 0 {
+		cfg.NodeBytes = 64 << 20
+	}
+	p, err := remote.NewPool(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// openTree opens a tree on a new compute node of p.
+func openTree(t testing.TB, p *remote.Pool, opts Options) *Tree {
+	t.Helper()
+	tr, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// verify runs the strict Verify and fails the test on error.
+func verify(t testing.TB, tr *Tree) treeInfo {
+	t.Helper()
+	s, err := tr.session(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.release(s)
+	info, err := s.verify(true)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	return info
+}
+
+// ikey returns the 8-byte big-endian key of i.
+func ikey(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }

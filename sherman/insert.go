@@ -1,0 +1,295 @@
+package sherman
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/smart"
+)
+
+// Put inserts key or replaces its value (an upsert). Without a split it
+// costs three round trips on a cache hit: the global lock CAS, the leaf READ
+// and one batch of the entry WRITE and the unlock WRITE; two when the lock
+// is handed over locally (no CAS, no unlock).
+func (t *Tree) Put(ctx context.Context, key, value []byte) error {
+	if err := t.checkKey(key); err != nil {
+		return err
+	}
+	if len(value) > t.g.valueSize {
+		return fmt.Errorf("%w: %d bytes, the tree's ValueSize is %d", smart.ErrValueTooLarge, len(value), t.g.valueSize)
+	}
+	s, err := t.session(ctx)
+	if err != nil {
+		return err
+	}
+	defer t.release(s)
+	return s.put(key, value)
+}
+
+// lockedLeaf is a leaf read under its lock.
+type lockedLeaf struct {
+	addr   remote.Addr
+	h      held
+	p      page        // in s.buf[0]
+	parent remote.Addr // a level-1 page whose low fence is at most the leaf's
+}
+
+// lockLeaf locks and reads the leaf covering key, moving right (and
+// dropping a stale cache entry) as needed. The caller must unlock it.
+func (s *session) lockLeaf(key []byte) (lockedLeaf, error) {
+	loc, err := s.locate(key)
+	if err != nil {
+		return lockedLeaf{}, err
+	}
+	a, e := loc.leaf, loc.e
+	for hops := 0; ; hops++ {
+		h, err := s.lock(a)
+		if err != nil {
+			return lockedLeaf{}, err
+		}
+		p, err := s.read(a, 0, s.buf[0])
+		if err != nil {
+			return lockedLeaf{}, errors.Join(err, s.unlock(h))
+		}
+		switch p.covers(key) {
+		case 0:
+			return lockedLeaf{addr: a, h: h, p: p, parent: loc.parent}, nil
+		case 1:
+			next := p.sibling()
+			if err := s.unlock(h); err != nil {
+				return lockedLeaf{}, err
+			}
+			s.dropCached(e)
+			e = nil
+			if a = next; a == 0 || hops > 1<<20 {
+				return lockedLeaf{}, corrupt("leaf chain broken at %v", a)
+			}
+		case -1:
+			if err := s.unlock(h); err != nil {
+				return lockedLeaf{}, err
+			}
+			if e == nil {
+				return lockedLeaf{}, corrupt("leaf %v below its route for %x", a, key)
+			}
+			s.dropCached(e)
+			if err := s.retry("stale cache entry", a); err != nil {
+				return lockedLeaf{}, err
+			}
+			if loc, err = s.locate(key); err != nil {
+				return lockedLeaf{}, err
+			}
+			a, e = loc.leaf, loc.e
+		}
+	}
+}
+
+// put is the body of Put.
+func (s *session) put(key, value []byte) error {
+	g := &s.t.g
+	l, err := s.lockLeaf(key)
+	if err != nil {
+		return err
+	}
+	slot, free := l.p.findLeaf(key)
+	if slot < 0 {
+		slot = free
+	}
+	if slot >= 0 {
+		e := s.buf[1][:g.leafEntry]
+		g.putEntry(e, l.p.version(), key, value)
+		return s.unlock(l.h, remote.Write(l.addr.Add(uint64(g.entryOffset(slot))), e))
+	}
+	return s.splitLeaf(l, key, value)
+}
+
+// splitLeaf splits the full locked leaf l while inserting key: the sorted
+// upper half moves to a new right sibling, written first; then the leaf is
+// rewritten with the lower half, the separator as high fence and the new
+// sibling, together with the unlock; last the separator goes to the parent.
+func (s *session) splitLeaf(l lockedLeaf, key, value []byte) error {
+	g := &s.t.g
+	p := l.p
+	kvs := make([]kv, 0, g.leafSpan+1)
+	for i := range g.leafSpan {
+		if k, v := p.leafKV(i); k != nil {
+			kvs = append(kvs, kv{k, v})
+		}
+	}
+	kvs = append(kvs, kv{key, value})
+	slices.SortFunc(kvs, func(a, b kv) int { return bytes.Compare(a.key, b.key) })
+	m := len(kvs) / 2
+	sepKey := bytes.Clone(kvs[m].key)
+
+	right, err := s.alloc()
+	if err != nil {
+		return errors.Join(err, s.unlock(l.h))
+	}
+	rh := header{version: 1, sibling: p.sibling(), low: sepKey, high: p.high(), highInf: p.highInf()}
+	g.encodeLeaf(s.buf[1], &rh, kvs[m:])
+	if err := s.c.Write(context.WithoutCancel(s.ctx), right, s.buf[1][:g.leafBytes]); err != nil {
+		return errors.Join(err, s.unlock(l.h))
+	}
+	lh := p.headerOf()
+	lh.version++
+	lh.sibling, lh.high, lh.highInf = right, sepKey, false
+	g.encodeLeaf(s.buf[2], &lh, kvs[:m])
+	if err := s.unlock(l.h, remote.Write(l.addr, s.buf[2][:g.leafBytes])); err != nil {
+		return err
+	}
+	s.t.stats.leafSplits.Add(1)
+	return s.insertSep(1, sepKey, right, l.parent)
+}
+
+// insertSep inserts the separator key → child into the internal page at
+// level that covers key, splitting pages and growing the root as needed.
+// hint is a page at that level whose low fence is at most key (0: descend
+// from the root).
+func (s *session) insertSep(level int, key []byte, child, hint remote.Addr) error {
+	g := &s.t.g
+	for {
+		a := hint
+		hint = 0
+		if a == 0 {
+			var err error
+			a, _, err = s.descend(key, level)
+			if errors.Is(err, errNoLevel) {
+				grown, err := s.growRoot(level, key, child)
+				if err != nil || grown {
+					return err
+				}
+				if err := s.retry("concurrent root growth", s.t.meta); err != nil {
+					return err
+				}
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		h, p, err := s.lockInner(a, level, key)
+		if err != nil {
+			return err
+		}
+		a = h.addr
+		i := p.search(key)
+		if i > 0 && bytes.Equal(p.innerKey(i-1), key) {
+			err := s.unlock(h.held)
+			if p.innerChild(i-1) != child {
+				return errors.Join(err, corrupt("separator %x at level %d already routes to %v, not %v",
+					key, level, p.innerChild(i-1), child))
+			}
+			return err
+		}
+		seps := slices.Insert(p.seps(), i, sep{key, child})
+		hd := p.headerOf()
+		if len(seps) <= g.innerSpan {
+			hd.version++
+			g.encodeInner(s.buf[1], &hd, seps)
+			n := g.hdr + len(seps)*g.innerEntry
+			return s.unlock(h.held, remote.Write(a, s.buf[1][:n]))
+		}
+		// Split: the middle separator moves up; its child becomes the new
+		// page's leftmost child.
+		m := len(seps) / 2
+		up := seps[m]
+		right, err := s.alloc()
+		if err != nil {
+			return errors.Join(err, s.unlock(h.held))
+		}
+		rh := header{version: 1, level: level, sibling: hd.sibling, leftmost: up.child,
+			low: up.key, high: hd.high, highInf: hd.highInf}
+		g.encodeInner(s.buf[1], &rh, seps[m+1:])
+		if err := s.c.Write(context.WithoutCancel(s.ctx), right, s.buf[1][:g.innerBytes]); err != nil {
+			return errors.Join(err, s.unlock(h.held))
+		}
+		hd.version++
+		hd.sibling, hd.high, hd.highInf = right, up.key, false
+		g.encodeInner(s.buf[2], &hd, seps[:m])
+		if err := s.unlock(h.held, remote.Write(a, s.buf[2][:g.innerBytes])); err != nil {
+			return err
+		}
+		s.t.stats.innerSplits.Add(1)
+		level, key, child, hint = level+1, up.key, right, s.path[level+1]
+	}
+}
+
+// lockedInner is an internal page locked by a session.
+type lockedInner struct {
+	held
+	addr remote.Addr
+}
+
+// lockInner locks and reads the internal page at level covering key,
+// starting at a and moving right. The page is in s.buf[0].
+func (s *session) lockInner(a remote.Addr, level int, key []byte) (lockedInner, page, error) {
+	for hops := 0; ; hops++ {
+		h, err := s.lock(a)
+		if err != nil {
+			return lockedInner{}, page{}, err
+		}
+		p, err := s.read(a, level, s.buf[0])
+		if err != nil {
+			return lockedInner{}, page{}, errors.Join(err, s.unlock(h))
+		}
+		switch p.covers(key) {
+		case 0:
+			return lockedInner{h, a}, p, nil
+		case -1:
+			return lockedInner{}, page{}, errors.Join(s.unlock(h),
+				corrupt("page %v at level %d is right of separator %x", a, level, key))
+		}
+		next := p.sibling()
+		if err := s.unlock(h); err != nil {
+			return lockedInner{}, page{}, err
+		}
+		if a = next; a == 0 || hops > 1<<20 {
+			return lockedInner{}, page{}, corrupt("sibling chain broken at level %d", level)
+		}
+	}
+}
+
+// growRoot handles a split at level-1 when the tree has no page at level:
+// if the root pointer still names a page at level-1 (necessarily the
+// leftmost one), it installs a new root at level with that page as leftmost
+// child and the separator key → child, by CAS on the root pointer. It
+// reports false if the root had grown already or the CAS lost a race; the
+// caller then inserts the separator normally. Any splitter may grow the
+// root, so concurrent splits of a small tree need not wait for each other.
+func (s *session) growRoot(level int, key []byte, child remote.Addr) (bool, error) {
+	g := &s.t.g
+	old, err := s.refreshRoot()
+	if err != nil {
+		return false, err
+	}
+	p, err := s.read(old, -1, s.buf[0])
+	if err != nil {
+		return false, err
+	}
+	switch lv := p.level(); {
+	case lv >= level:
+		return false, nil
+	case lv < level-1:
+		return false, corrupt("root %v at level %d while level %d splits", old, lv, level-1)
+	}
+	root, err := s.alloc()
+	if err != nil {
+		return false, err
+	}
+	h := header{version: 1, level: level, leftmost: old, highInf: true}
+	g.encodeInner(s.buf[1], &h, []sep{{key, child}})
+	ctx := context.WithoutCancel(s.ctx)
+	if err := s.c.Write(ctx, root, s.buf[1][:g.innerBytes]); err != nil {
+		return false, err
+	}
+	prev, err := s.c.CAS(ctx, s.t.meta.Add(offMetaRoot), uint64(old), uint64(root))
+	if err != nil || prev != uint64(old) {
+		return false, err // the new page stays unused
+	}
+	s.t.root.Store(&rootRef{addr: root, level: level})
+	s.t.stats.rootGrows.Add(1)
+	return true, nil
+}

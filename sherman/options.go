@@ -1,0 +1,120 @@
+package sherman
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Options configure a Sherman tree. The zero Options give the configuration
+// SMART's evaluation compared against: 8-byte keys and values, 32 entries per
+// page, a 64 MiB index cache and hand-over to at most 8 local holders.
+//
+// KeySize, ValueSize, Span and PageBytes fix the remote geometry: every
+// compute node opening the same Name must pass the same values, or Open fails
+// with ErrOptionsMismatch.
+type Options struct {
+	// Name identifies the tree in the pool (default "sherman"). Compute
+	// nodes opening the same name share one tree.
+	Name string
+	// KeySize is the maximum key length in bytes (default DefaultKeySize, at
+	// most MaxKeySize). Shorter keys are stored with their length.
+	KeySize int
+	// ValueSize is the maximum value length in bytes (default
+	// DefaultValueSize, at most MaxValueSize). Shorter values are stored
+	// with their length.
+	ValueSize int
+	// Span is the number of entries of every page, leaf and internal
+	// (default DefaultSpan, at least MinSpan, at most MaxSpan). It cannot be
+	// combined with PageBytes.
+	Span int
+	// PageBytes, if set, derives each page kind's span from a page size
+	// instead, as upstream Sherman does with 1024-byte pages: the largest
+	// span whose page fits in PageBytes.
+	PageBytes int
+	// CacheBytes is the byte budget of the compute node's index cache of
+	// level-1 pages (default DefaultCacheBytes; negative disables the cache).
+	CacheBytes int64
+	// HandOver is the largest number of consecutive local holders one global
+	// lock acquisition serves: one CAS, then up to HandOver-1 local
+	// hand-overs (default DefaultHandOver, as upstream; 1 disables
+	// hand-over).
+	HandOver int
+	// LockTableSize is the number of 64-bit global lock words used on each
+	// memory node's on-chip region (default: as many as the region holds).
+	LockTableSize int
+	// RetryBudget bounds how often one operation re-reads a torn page,
+	// restarts a traversal or waits for a concurrent root change before it
+	// fails with an error wrapping smart.ErrContention (default
+	// DefaultRetryBudget). A global lock is retried up to 1024×RetryBudget
+	// times.
+	RetryBudget int
+}
+
+// Defaults and limits of Options.
+const (
+	DefaultName        = "sherman"
+	DefaultKeySize     = 8
+	DefaultValueSize   = 8
+	DefaultSpan        = 32
+	DefaultCacheBytes  = 64 << 20
+	DefaultHandOver    = 8
+	DefaultRetryBudget = 1024
+
+	MaxKeySize   = 255
+	MaxValueSize = 4096
+	MinSpan      = 4
+	MaxSpan      = 1024
+)
+
+// Errors of Open besides those of package remote.
+var (
+	// ErrBadOptions: an option is out of range.
+	ErrBadOptions = errors.New("sherman: invalid options")
+	// ErrOptionsMismatch: the tree already exists in the pool with a
+	// different geometry (key size, value size or spans).
+	ErrOptionsMismatch = errors.New("sherman: options do not match the existing tree")
+)
+
+// normalized fills in defaults and validates o.
+func (o Options) normalized() (Options, error) {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.KeySize == 0 {
+		o.KeySize = DefaultKeySize
+	}
+	if o.ValueSize == 0 {
+		o.ValueSize = DefaultValueSize
+	}
+	if o.CacheBytes == 0 {
+		o.CacheBytes = DefaultCacheBytes
+	}
+	if o.HandOver == 0 {
+		o.HandOver = DefaultHandOver
+	}
+	if o.RetryBudget == 0 {
+		o.RetryBudget = DefaultRetryBudget
+	}
+	switch {
+	case o.KeySize < 1 || o.KeySize > MaxKeySize:
+		return o, fmt.Errorf("%w: KeySize %d not in 1..%d", ErrBadOptions, o.KeySize, MaxKeySize)
+	case o.ValueSize < 0 || o.ValueSize > MaxValueSize:
+		return o, fmt.Errorf("%w: ValueSize %d not in 1..%d", ErrBadOptions, o.ValueSize, MaxValueSize)
+	case o.Span != 0 && o.PageBytes != 0:
+		return o, fmt.Errorf("%w: Span and PageBytes are exclusive", ErrBadOptions)
+	case o.Span != 0 && (o.Span < MinSpan || o.Span > MaxSpan):
+		return o, fmt.Errorf("%w: Span %d not in %d..%d", ErrBadOptions, o.Span, MinSpan, MaxSpan)
+	case o.PageBytes < 0:
+		return o, fmt.Errorf("%w: PageBytes %d is negative", ErrBadOptions, o.PageBytes)
+	case o.HandOver < 1:
+		return o, fmt.Errorf("%w: HandOver %d is below 1", ErrBadOptions, o.HandOver)
+	case o.LockTableSize < 0:
+		return o, fmt.Errorf("%w: LockTableSize %d is negative", ErrBadOptions, o.LockTableSize)
+	case o.RetryBudget < 1:
+		return o, fmt.Errorf("%w: RetryBudget %d is below 1", ErrBadOptions, o.RetryBudget)
+	}
+	if o.Span == 0 && o.PageBytes == 0 {
+		o.Span = DefaultSpan
+	}
+	return o, nil
+}

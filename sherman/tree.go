@@ -1,0 +1,290 @@
+package sherman
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/smart"
+)
+
+// Tree is a Sherman B+tree opened on one compute node. It implements
+// smart.Index and is safe for concurrent use by the goroutines of that node.
+// Open one Tree per compute node and name: the Tree owns the node's local
+// lock table and index cache.
+type Tree struct {
+	cn    *remote.ComputeNode
+	opts  Options
+	g     geometry
+	meta  remote.Addr // named region: word 0 root address, word 1 descriptor
+	root  atomic.Pointer[rootRef]
+	cache *cache // nil if disabled
+	locks *lockTable
+
+	cpuPerOp time.Duration // simulated client CPU time charged per operation
+	closed   atomic.Bool
+
+	mu   sync.Mutex // guards idle; never held across a verb or a wait
+	idle []*session
+
+	stats counters
+}
+
+// rootRef is the compute node's view of the root: its address and, once a
+// read showed it, its level (-1 if unknown).
+type rootRef struct {
+	addr  remote.Addr
+	level int
+}
+
+const (
+	metaBytes    = 64
+	offMetaRoot  = 0
+	offMetaDescr = 8
+)
+
+// Open opens the tree opts.Name in cn's pool, creating it (an empty leaf as
+// root) on first use. The pool needs an on-chip region for HOCL's global
+// locks (remote.Config.OnChipBytes must not be negative). Errors wrap
+// ErrBadOptions, ErrOptionsMismatch or those of package remote.
+func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
+	opts, err := opts.normalized()
+	if err != nil {
+		return nil, err
+	}
+	g, err := newGeometry(opts)
+	if err != nil {
+		return nil, err
+	}
+	cfg := cn.Pool().Config()
+	words := cfg.OnChipBytes / 8
+	switch {
+	case words == 0:
+		return nil, fmt.Errorf("%w: the pool has no on-chip region for HOCL's locks", ErrBadOptions)
+	case opts.LockTableSize == 0:
+		opts.LockTableSize = words
+	case opts.LockTableSize > words:
+		return nil, fmt.Errorf("%w: LockTableSize %d exceeds the %d words of the on-chip region",
+			ErrBadOptions, opts.LockTableSize, words)
+	}
+	t := &Tree{cn: cn, opts: opts, g: g}
+	t.locks = newLockTable(cfg.MemoryNodes, opts.LockTableSize, opts.HandOver)
+	if opts.CacheBytes > 0 {
+		t.cache = newCache(&t.g, opts.CacheBytes, uint64(cn.ID()))
+	}
+	if cfg.Sim != nil {
+		t.cpuPerOp = cfg.Sim.Profile.CPUPerOp
+	}
+	s, err := t.session(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	defer t.release(s)
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// open finds or creates the tree's root.
+func (s *session) open() error {
+	t := s.t
+	meta, err := s.c.Named(s.ctx, "sherman/"+t.opts.Name, metaBytes)
+	if err != nil {
+		return err
+	}
+	t.meta = meta
+	var word [8]byte
+	ops := []remote.Op{
+		remote.CAS(meta.Add(offMetaDescr), 0, t.g.descriptor()),
+		remote.Read(meta.Add(offMetaRoot), word[:]),
+	}
+	if err := s.c.Do(s.ctx, ops); err != nil {
+		return err
+	}
+	if old := ops[0].Old; old != 0 && old != t.g.descriptor() {
+		return fmt.Errorf("%w: tree %q has descriptor %#x, these options give %#x",
+			ErrOptionsMismatch, t.opts.Name, old, t.g.descriptor())
+	}
+	root := remote.Addr(le.Uint64(word[:]))
+	if root == 0 {
+		// Create an empty leaf and race to install it; a loser's page stays
+		// unused (it is never handed out again).
+		leaf, err := s.alloc()
+		if err != nil {
+			return err
+		}
+		h := header{version: 1, highInf: true}
+		t.g.encodeLeaf(s.buf[0], &h, nil)
+		if err := s.c.Write(s.ctx, leaf, s.buf[0][:t.g.leafBytes]); err != nil {
+			return err
+		}
+		old, err := s.c.CAS(s.ctx, meta.Add(offMetaRoot), 0, uint64(leaf))
+		if err != nil {
+			return err
+		}
+		if root = remote.Addr(old); old == 0 {
+			root = leaf
+		}
+	}
+	t.root.Store(&rootRef{addr: root, level: -1})
+	return nil
+}
+
+// Close releases the tree's compute-node state (index cache). Operations
+// after Close fail with smart.ErrClosed; the remote tree stays for other
+// compute nodes. Close is idempotent.
+func (t *Tree) Close() error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	if t.cache != nil {
+		t.cache.clear()
+	}
+	return nil
+}
+
+// Options returns the options the tree was opened with, defaults filled in.
+func (t *Tree) Options() Options { return t.opts }
+
+// Geometry describes the page layout of a tree.
+type Geometry struct {
+	LeafSpan, InnerSpan   int // entries per leaf and per internal page
+	LeafBytes, InnerBytes int // bytes of a leaf and of an internal page
+	PageBytes             int // bytes allocated per page
+}
+
+// Geometry returns the tree's page layout.
+func (t *Tree) Geometry() Geometry {
+	return Geometry{t.g.leafSpan, t.g.innerSpan, t.g.leafBytes, t.g.innerBytes, t.g.pageBytes}
+}
+
+// session is the per-operation state of one client: a remote.Client used
+// by one goroutine at a time, scratch buffers and the traversal path.
+type session struct {
+	t       *Tree
+	c       *remote.Client
+	ctx     context.Context
+	tag     uint64 // this client's global lock word value
+	retries int
+	buf     [3][]byte                 // page buffers
+	ops     []remote.Op               // scratch batch
+	path    [maxLevel + 1]remote.Addr // pages visited per level by the last descent
+	w       waiter                    // local lock queue node
+}
+
+// session returns an idle session, or a new one with a new client, for an
+// operation under ctx. Sessions are reused last-in first-out so that a
+// goroutine running operations back to back keeps its client.
+func (t *Tree) session(ctx context.Context) (*session, error) {
+	if t.closed.Load() {
+		return nil, smart.ErrClosed
+	}
+	t.mu.Lock()
+	var s *session
+	if n := len(t.idle); n > 0 {
+		s = t.idle[n-1]
+		t.idle = t.idle[:n-1]
+	}
+	t.mu.Unlock()
+	if s == nil {
+		c := t.cn.NewClient()
+		s = &session{t: t, c: c, tag: uint64(t.cn.ID()+1)<<32 | uint64(c.ID()+1)}
+		for i := range s.buf {
+			s.buf[i] = make([]byte, t.g.pageBytes)
+		}
+		s.w.c = c
+	}
+	s.ctx = ctx
+	s.retries = 0
+	s.path = [maxLevel + 1]remote.Addr{}
+	if t.cpuPerOp > 0 {
+		s.c.Compute(t.cpuPerOp)
+	}
+	return s, nil
+}
+
+// release returns s to the idle list.
+func (t *Tree) release(s *session) {
+	s.ctx = nil
+	t.mu.Lock()
+	t.idle = append(t.idle, s)
+	t.mu.Unlock()
+}
+
+// retry consumes one unit of the operation's retry budget and returns an
+// error wrapping smart.ErrContention once it is exhausted.
+func (s *session) retry(cause string, a remote.Addr) error {
+	s.retries++
+	s.t.stats.retries.Add(1)
+	if s.retries > s.t.opts.RetryBudget {
+		return fmt.Errorf("sherman: %s at %v after %d retries: %w", cause, a, s.t.opts.RetryBudget, smart.ErrContention)
+	}
+	return nil
+}
+
+// corrupt returns an error wrapping smart.ErrCorrupt.
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("sherman: %s: %w", fmt.Sprintf(format, args...), smart.ErrCorrupt)
+}
+
+// alloc allocates one page, line-aligned, round-robin over memory nodes.
+func (s *session) alloc() (remote.Addr, error) {
+	a, err := s.c.AllocOn(context.WithoutCancel(s.ctx), -1, s.t.g.pageBytes, lineBytes)
+	if err != nil {
+		return 0, fmt.Errorf("sherman: allocating a page: %w", err)
+	}
+	return a, nil
+}
+
+// checkKey validates a key argument.
+func (t *Tree) checkKey(key []byte) error {
+	switch {
+	case len(key) == 0:
+		return smart.ErrEmptyKey
+	case len(key) > t.g.keySize:
+		return fmt.Errorf("%w: %d bytes, the tree's KeySize is %d", smart.ErrKeyTooLong, len(key), t.g.keySize)
+	}
+	return nil
+}
+
+// errNoLevel: a descent asked for a level above the root's.
+var errNoLevel = errors.New("sherman: level above the root")
+
+// Stats counts a tree's protocol events on its compute node since Open.
+type Stats struct {
+	CacheHits, CacheMisses uint64 // index cache lookups of leaf operations
+	CacheInvalidations     uint64 // cached pages dropped after a fence mismatch
+	GlobalLocks            uint64 // global lock acquisitions (successful CAS)
+	HandOvers              uint64 // local hand-overs that skipped the CAS
+	LockCASFailures        uint64 // failed global lock CASes
+	TornReads              uint64 // page reads retried because a check failed
+	Retries                uint64 // retry budget units spent
+	LeafSplits             uint64
+	InnerSplits            uint64
+	RootGrowths            uint64 // new roots installed by this node
+}
+
+type counters struct {
+	cacheHits, cacheMisses, cacheInval atomic.Uint64
+	globalLocks, handOvers, casFails   atomic.Uint64
+	tornReads, retries                 atomic.Uint64
+	leafSplits, innerSplits, rootGrows atomic.Uint64
+}
+
+// Stats returns a snapshot of the tree's protocol counters.
+func (t *Tree) Stats() Stats {
+	c := &t.stats
+	return Stats{
+		CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(), CacheInvalidations: c.cacheInval.Load(),
+		GlobalLocks: c.globalLocks.Load(), HandOvers: c.handOvers.Load(), LockCASFailures: c.casFails.Load(),
+		TornReads: c.tornReads.Load(), Retries: c.retries.Load(),
+		LeafSplits: c.leafSplits.Load(), InnerSplits: c.innerSplits.Load(), RootGrowths: c.rootGrows.Load(),
+	}
+}
+
+var _ smart.Index = (*Tree)(nil)
