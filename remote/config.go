@@ -90,8 +90,15 @@ type SimConfig struct {
 type Profile struct {
 	// Name identifies the profile in reports.
 	Name string
-	// RTT is the base round-trip time of a small verb at low load.
+	// RTT is the base round-trip time of a small verb at low load: wire,
+	// switch and NIC pipeline latency, DMATime included. A verb's round trip
+	// adds its CPU, IOPS-slot and serialisation terms (docs/simulator.md).
 	RTT time.Duration
+	// DMATime is the part of RTT a memory node's NIC spends carrying out a
+	// verb on its memory (the PCIe DMA): a verb takes effect at the end of
+	// this window, and in Strict mode the lines of a READ or WRITE land at
+	// distinct instants inside it. At most RTT.
+	DMATime time.Duration
 	// MNIOPS is the verb rate limit of a memory node's NIC.
 	MNIOPS float64
 	// CNIOPS is the verb rate limit of a compute node's NIC.
@@ -99,8 +106,8 @@ type Profile struct {
 	// Bandwidth is the link rate of every NIC in bytes per second, per
 	// direction (full duplex).
 	Bandwidth float64
-	// HeaderBytes is the wire overhead of one verb's request or response
-	// (transport headers), counted against Bandwidth.
+	// HeaderBytes is the wire overhead of one verb's request and of its
+	// response (transport headers), each counted against Bandwidth.
 	HeaderBytes int
 	// AtomicRate is the rate of serialized atomics on one address in host
 	// memory.
@@ -125,11 +132,12 @@ type Profile struct {
 func CX6() Profile {
 	return Profile{
 		Name:             "cx6",
-		RTT:              2 * time.Microsecond,
+		RTT:              1900 * time.Nanosecond,
+		DMATime:          500 * time.Nanosecond,
 		MNIOPS:           45e6,
 		CNIOPS:           45e6,
 		Bandwidth:        12.5e9,
-		HeaderBytes:      0,
+		HeaderBytes:      62,
 		AtomicRate:       3e6,
 		OnChipAtomicRate: 9e6,
 		RPCTime:          5 * time.Microsecond,
@@ -185,8 +193,9 @@ func (c Config) normalized() (Config, error) {
 			s.Profile.LineBytes = 64
 		}
 		p := s.Profile
-		if p.RTT < 0 || p.MNIOPS <= 0 || p.CNIOPS <= 0 || p.Bandwidth <= 0 || p.AtomicRate <= 0 ||
-			p.OnChipAtomicRate <= 0 || p.LineBytes%8 != 0 || p.LineBytes < 8 || p.HeaderBytes < 0 {
+		if p.RTT < 0 || p.DMATime < 0 || p.DMATime > p.RTT || p.MNIOPS <= 0 || p.CNIOPS <= 0 || p.Bandwidth <= 0 || p.AtomicRate <= 0 ||
+			p.OnChipAtomicRate <= 0 || p.LineBytes%8 != 0 || p.LineBytes < 8 || p.HeaderBytes < 0 ||
+			p.RPCTime < 0 || p.CPUPerVerb < 0 || p.CPUPerOp < 0 || p.Bandwidth < 1 {
 			return c, fmt.Errorf("%w: invalid profile %+v", ErrBadRequest, p)
 		}
 		if s.Ordering > Strict {

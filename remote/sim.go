@@ -1,6 +1,425 @@
 package remote
 
-// Placeholder replaced by the simulator implementation.
-type simClient struct{}
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
 
-func newSimulator(p *Pool, cfg SimConfig) transport { return newLocal(p) }
+// sim is the deterministic virtual-time transport.
+//
+// Scheduling is token passing without a scheduler goroutine. Exactly one
+// goroutine holds the token and runs; virtual time stands still while it
+// does. When it blocks (a signaled batch, an RPC, a Wait) it pushes the event
+// that will wake it and runs the agenda itself (dispatch): memory events are
+// applied on the spot, and the first wake-up event hands the token to its
+// goroutine through that goroutine's channel, after which the caller blocks on
+// its own channel. Events are ordered by (virtual time, sequence number), so
+// the same program, seed and configuration always take the same path.
+//
+// Goroutines take part in three ways: those started by Pool.Go (an evStart
+// hands them the token the first time); a goroutine that calls Pool.Wait
+// while the simulation is idle starts the agenda and sleeps until it is done;
+// any other goroutine that uses a client while the simulation is idle becomes
+// an implicit participant for the duration of that call, so a test can use
+// an index from its own goroutine between simulated phases. While the
+// simulation runs, only its participants may use clients.
+//
+// Every field below mu is guarded by mu. A running participant holds mu while
+// it is inside the transport, never while it runs user code, and releases it
+// before handing the token on.
+type sim struct {
+	p      *Pool
+	prof   Profile
+	k      simConst
+	strict bool
+
+	mu         sync.Mutex
+	clock      int64 // virtual time of the latest event, in picoseconds
+	seq        uint64
+	ev         eventHeap
+	rng        *rand.Rand
+	perm       []int32 // scratch for Strict line orders
+	free       []*verbRec
+	mns        []mnNIC
+	cns        []nic // by compute node id
+	atomicFree map[Addr]int64
+	sweepAt    int
+
+	busy    bool // a goroutine holds the token
+	closed  bool
+	live    int          // goroutines started by Go that have not returned
+	parked  []*simClient // clients parked in Wait
+	drivers []chan error // Pool.Wait calls waiting for the agenda to drain
+}
+
+// simClient is the simulator's state of one Client.
+type simClient struct {
+	c   *Client
+	cn  int
+	ch  chan struct{} // receives the token
+	cpu int64         // CPU time charged but not yet spent, in picoseconds
+
+	last []verbSpan // per memory node: the latest verb's access window
+
+	// The signaled batch in flight.
+	pending    int
+	t0, arrive int64
+
+	// Wait and Signal.
+	permit  bool
+	parkIdx int // index in sim.parked, or -1
+	parkAt  int64
+	parkGen uint64
+	wakeErr error
+	outside bool // the current call is an implicit participant's
+
+	// Signaled batches completed and their latencies, in picoseconds.
+	batches        uint64
+	latSum, latMax int64
+}
+
+// newSimulator returns the simulator transport of p. cfg is normalized.
+func newSimulator(p *Pool, cfg SimConfig) transport {
+	s := &sim{
+		p:          p,
+		prof:       cfg.Profile,
+		k:          newSimConst(cfg.Profile),
+		strict:     cfg.Ordering == Strict,
+		rng:        rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		mns:        make([]mnNIC, len(p.mns)),
+		atomicFree: make(map[Addr]int64),
+		sweepAt:    1024,
+	}
+	return s
+}
+
+func (s *sim) push(e event) {
+	s.seq++
+	e.seq = s.seq
+	s.ev.push(e)
+}
+
+// enter locks the simulator for a call by sc's goroutine. If the simulation
+// is idle, the caller takes the token as an implicit participant until leave.
+func (s *sim) enter(sc *simClient) {
+	s.mu.Lock()
+	if !s.busy {
+		s.busy = true
+		sc.outside = true
+	}
+}
+
+// leave ends a call begun with enter and unlocks. An implicit participant
+// gives the token back; if a Pool.Wait is waiting meanwhile, it runs the
+// agenda on instead so that the waiter is not stranded.
+func (s *sim) leave(sc *simClient) {
+	if !sc.outside {
+		s.mu.Unlock()
+		return
+	}
+	sc.outside = false
+	if len(s.drivers) == 0 {
+		s.busy = false
+		s.mu.Unlock()
+		return
+	}
+	next := s.dispatch()
+	s.mu.Unlock()
+	if next != nil {
+		next <- struct{}{}
+	}
+}
+
+// block parks the calling participant, which holds the token and mu, until
+// an event hands the token back to sc; it runs the agenda meanwhile. It
+// returns with mu held.
+func (s *sim) block(sc *simClient) {
+	next := s.dispatch()
+	if next == sc.ch {
+		return // the next thing to happen is our own wake-up
+	}
+	s.mu.Unlock()
+	if next != nil {
+		next <- struct{}{}
+	}
+	<-sc.ch
+	s.mu.Lock()
+}
+
+// dispatch runs events in order until one hands the token to a goroutine,
+// and returns that goroutine's channel. When the agenda is empty it returns
+// what idle returns. Called with mu held by the token holder.
+func (s *sim) dispatch() chan struct{} {
+	for len(s.ev) > 0 {
+		e := s.ev.pop()
+		s.clock = e.at
+		switch e.kind {
+		case evPost:
+			s.post(e.v)
+		case evLine:
+			s.applyLine(e.v, e.line)
+		case evDone:
+			s.done(e.v, e.line)
+		case evWake, evStart:
+			return e.ch
+		}
+	}
+	return s.idle()
+}
+
+// idle handles an empty agenda: nothing can happen any more until a
+// goroutine outside the simulation acts. An implicit participant parked in
+// Wait would wait forever, so the first one is handed the token with
+// ErrDeadlock; otherwise the token is released and every Pool.Wait returns,
+// with ErrDeadlock if goroutines started by Go are still blocked.
+func (s *sim) idle() chan struct{} {
+	for _, sc := range s.parked {
+		if sc.outside {
+			s.unpark(sc)
+			sc.wakeErr = s.deadlock()
+			return sc.ch
+		}
+	}
+	s.busy = false
+	var err error
+	if s.live > 0 {
+		err = s.deadlock()
+	}
+	for _, d := range s.drivers {
+		d <- err
+	}
+	s.drivers = s.drivers[:0]
+	return nil
+}
+
+func (s *sim) deadlock() error {
+	return deadlockError(len(s.parked), s.live)
+}
+
+// kick runs the agenda from a goroutine that is not a participant (Close, a
+// cancelled Wait) if nobody else is running it, then unlocks.
+func (s *sim) kick() {
+	if s.busy || len(s.ev) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.busy = true
+	next := s.dispatch()
+	s.mu.Unlock()
+	if next != nil {
+		next <- struct{}{}
+	}
+}
+
+func (s *sim) exec(_ context.Context, c *Client, ops []Op, signaled bool) error {
+	sc := c.sim
+	s.enter(sc)
+	t0 := s.clock + sc.cpu
+	at := t0 + int64(len(ops))*s.k.cpuVerb
+	var head, tail *verbRec
+	for i := range ops {
+		v := s.newVerb(sc, &ops[i], signaled)
+		if head == nil {
+			head = v
+		} else {
+			tail.next = v
+		}
+		tail = v
+	}
+	s.push(event{at: at, kind: evPost, v: head})
+	if !signaled {
+		sc.cpu = at - s.clock
+		s.leave(sc)
+		return nil
+	}
+	sc.cpu = 0
+	sc.pending, sc.t0, sc.arrive = len(ops), t0, 0
+	s.block(sc)
+	lat := s.clock - t0
+	sc.batches++
+	sc.latSum += lat
+	sc.latMax = max(sc.latMax, lat)
+	s.leave(sc)
+	return nil
+}
+
+// rpc costs a round trip plus RPCTime on the memory node's CPU, which serves
+// RPCs one at a time in arrival order. fn runs when the reply arrives; RPCs
+// to one node complete in service order, so their effects keep that order.
+func (s *sim) rpc(_ context.Context, c *Client, mn int, fn func() error) error {
+	sc := c.sim
+	s.enter(sc)
+	t0 := s.clock + sc.cpu
+	sc.cpu = 0
+	m := &s.mns[mn]
+	start := max(t0+s.k.rpcOut, m.cpuFree)
+	m.cpuFree = start + s.k.rpcTime
+	s.push(event{at: m.cpuFree + s.k.rpcBack, kind: evWake, ch: sc.ch})
+	s.block(sc)
+	err := fn()
+	s.leave(sc)
+	return err
+}
+
+func (s *sim) wait(ctx context.Context, c *Client) error {
+	sc := c.sim
+	s.enter(sc)
+	if s.closed {
+		s.leave(sc)
+		return ErrClosed
+	}
+	if sc.permit {
+		sc.permit = false
+		s.leave(sc)
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		s.leave(sc)
+		return err
+	}
+	sc.parkAt = s.clock + sc.cpu
+	sc.cpu = 0
+	sc.parkGen++
+	sc.parkIdx = len(s.parked)
+	s.parked = append(s.parked, sc)
+	var stop func() bool
+	if ctx.Done() != nil {
+		gen := sc.parkGen
+		stop = context.AfterFunc(ctx, func() { s.cancelWait(sc, gen, ctx.Err()) })
+	}
+	s.block(sc)
+	err := sc.wakeErr
+	sc.wakeErr = nil
+	s.leave(sc)
+	if stop != nil {
+		stop()
+	}
+	return err
+}
+
+// cancelWait wakes sc with err if it is still in the Wait numbered gen.
+func (s *sim) cancelWait(sc *simClient, gen uint64, err error) {
+	s.mu.Lock()
+	if sc.parkIdx < 0 || sc.parkGen != gen {
+		s.mu.Unlock()
+		return
+	}
+	s.unpark(sc)
+	sc.wakeErr = err
+	s.push(event{at: s.clock, kind: evWake, ch: sc.ch})
+	s.kick()
+}
+
+// unpark removes sc from the parked list.
+func (s *sim) unpark(sc *simClient) {
+	i, n := sc.parkIdx, len(s.parked)-1
+	s.parked[i] = s.parked[n]
+	s.parked[i].parkIdx = i
+	s.parked[n] = nil
+	s.parked = s.parked[:n]
+	sc.parkIdx = -1
+}
+
+func (s *sim) signal(c *Client) {
+	sc := c.sim
+	s.mu.Lock()
+	if sc.parkIdx >= 0 {
+		s.unpark(sc)
+		s.push(event{at: max(s.clock, sc.parkAt), kind: evWake, ch: sc.ch})
+	} else {
+		sc.permit = true
+	}
+	s.mu.Unlock()
+}
+
+func (s *sim) compute(c *Client, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	s.mu.Lock()
+	c.sim.cpu += durPS(d)
+	s.mu.Unlock()
+}
+
+func (s *sim) now(c *Client) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c == nil {
+		return psDur(s.clock)
+	}
+	return psDur(s.clock + c.sim.cpu)
+}
+
+func (s *sim) spawn(fn func()) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	s.live++
+	s.push(event{at: s.clock, kind: evStart, ch: ch})
+	closed := s.closed
+	go func() {
+		<-ch
+		fn()
+		s.exit()
+	}()
+	if closed {
+		s.kick()
+		return
+	}
+	s.mu.Unlock()
+}
+
+// exit ends a goroutine started by Go: it passes the token on.
+func (s *sim) exit() {
+	s.mu.Lock()
+	s.live--
+	next := s.dispatch()
+	s.mu.Unlock()
+	if next != nil {
+		next <- struct{}{}
+	}
+}
+
+func (s *sim) waitAll() error {
+	done := make(chan error, 1)
+	s.mu.Lock()
+	s.drivers = append(s.drivers, done)
+	if s.busy {
+		s.mu.Unlock()
+		return <-done
+	}
+	s.busy = true
+	next := s.dispatch()
+	s.mu.Unlock()
+	if next != nil {
+		next <- struct{}{}
+	}
+	return <-done
+}
+
+func (s *sim) newClient(c *Client) {
+	sc := &simClient{c: c, cn: c.cn.id, ch: make(chan struct{}, 1), parkIdx: -1,
+		last: make([]verbSpan, len(s.mns))}
+	s.mu.Lock()
+	for len(s.cns) <= sc.cn {
+		s.cns = append(s.cns, nic{})
+	}
+	c.sim = sc
+	s.mu.Unlock()
+}
+
+// close wakes every parked client with ErrClosed and, if the simulation is
+// idle, runs the agenda so that no participant stays blocked.
+func (s *sim) close() {
+	s.mu.Lock()
+	s.closed = true
+	for i, sc := range s.parked {
+		sc.parkIdx = -1
+		sc.wakeErr = ErrClosed
+		s.push(event{at: s.clock, kind: evWake, ch: sc.ch})
+		s.parked[i] = nil
+	}
+	s.parked = s.parked[:0]
+	s.kick()
+}
