@@ -1,0 +1,360 @@
+package indextest
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/google/btree"
+
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/smart"
+)
+
+// refIndex is the reference index that validates the battery: a
+// mutex-protected btree of keys shared by every compute node of a pool,
+// with the values in remote memory (written once, never reused), so that
+// remote.Stats measure what a scan reads. A mutant makes it wrong in one
+// way, to show that the battery notices.
+type refIndex struct {
+	sh     *refShared
+	cn     *remote.ComputeNode
+	maxKey int
+	maxVal int
+	mutant string
+	closed atomic.Bool
+
+	mu    sync.Mutex // guards free and cache; never held across a verb
+	free  []*remote.Client
+	cache map[string]refEntry // mutant stale-cache
+}
+
+// refShared is the structure shared by the compute nodes.
+type refShared struct {
+	mu sync.Mutex // never held across a verb
+	bt *btree.BTreeG[refEntry]
+}
+
+// refEntry is a key and where its value lives.
+type refEntry struct {
+	key  string
+	addr remote.Addr // 0 for an empty value
+	n    int
+	prev *refEntry // the previous version (mutant stale-get)
+}
+
+type refRegKey struct {
+	pool *remote.Pool
+	name string
+}
+
+var (
+	refRegistry sync.Map // refRegKey → *refShared
+	// Operation counters of the mutants, process-wide.
+	refPuts, refGets, refDels, refScanned atomic.Int64
+)
+
+// refTarget returns the Target of the reference index with the given mutant
+// ("" for the correct one).
+func refTarget(mutant string) Target {
+	tg := Target{
+		Name:        "ref",
+		MaxKeyLen:   255,
+		MaxValueLen: 64 << 10,
+		Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
+			v, _ := refRegistry.LoadOrStore(refRegKey{cn.Pool(), name}, &refShared{
+				bt: btree.NewG(8, func(a, b refEntry) bool { return a.key < b.key }),
+			})
+			return &refIndex{sh: v.(*refShared), cn: cn, maxKey: 255, maxVal: 64 << 10, mutant: mutant,
+				cache: make(map[string]refEntry)}, nil
+		},
+		Verify: func(ctx context.Context, idx smart.Index) error { return idx.(*refIndex).verify(ctx) },
+	}
+	return tg
+}
+
+func (x *refIndex) client() *remote.Client {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if n := len(x.free); n > 0 {
+		c := x.free[n-1]
+		x.free = x.free[:n-1]
+		return c
+	}
+	return x.cn.NewClient()
+}
+
+func (x *refIndex) release(c *remote.Client) {
+	x.mu.Lock()
+	x.free = append(x.free, c)
+	x.mu.Unlock()
+}
+
+// check validates a call's state, context and key.
+func (x *refIndex) check(ctx context.Context, key []byte) error {
+	if x.closed.Load() && x.mutant != "no-closed" {
+		return smart.ErrClosed
+	}
+	if x.mutant != "ignore-ctx" {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if len(key) == 0 {
+		return smart.ErrEmptyKey
+	}
+	if len(key) > x.maxKey && x.mutant != "no-key-limit" {
+		return fmt.Errorf("%w: %d bytes", smart.ErrKeyTooLong, len(key))
+	}
+	return nil
+}
+
+func (x *refIndex) vctx(ctx context.Context) context.Context {
+	if x.mutant == "ignore-ctx" {
+		return context.Background()
+	}
+	return ctx
+}
+
+// read fetches the value of e.
+func (x *refIndex) read(ctx context.Context, e refEntry) ([]byte, error) {
+	buf := make([]byte, e.n)
+	if e.n == 0 {
+		return buf, nil
+	}
+	c := x.client()
+	defer x.release(c)
+	if err := c.Read(x.vctx(ctx), e.addr, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// Get implements smart.Index.
+func (x *refIndex) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	if err := x.check(ctx, key); err != nil {
+		return nil, false, err
+	}
+	if x.mutant == "stale-cache" {
+		x.mu.Lock()
+		e, ok := x.cache[string(key)]
+		x.mu.Unlock()
+		if ok {
+			if e.key == "" {
+				return nil, false, nil
+			}
+			v, err := x.read(ctx, e)
+			return v, err == nil, err
+		}
+	}
+	x.sh.mu.Lock()
+	e, ok := x.sh.bt.Get(refEntry{key: string(key)})
+	x.sh.mu.Unlock()
+	if x.mutant == "stale-cache" {
+		x.mu.Lock()
+		if ok {
+			x.cache[string(key)] = e
+		} else {
+			x.cache[string(key)] = refEntry{}
+		}
+		x.mu.Unlock()
+	}
+	if !ok {
+		return nil, false, nil
+	}
+	if x.mutant == "stale-get" && e.prev != nil && refGets.Add(1)%50 == 0 {
+		e = *e.prev
+	}
+	v, err := x.read(ctx, e)
+	if err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// Put implements smart.Index.
+func (x *refIndex) Put(ctx context.Context, key, value []byte) error {
+	if err := x.check(ctx, key); err != nil {
+		return err
+	}
+	if len(value) > x.maxVal && x.mutant != "no-value-limit" {
+		return fmt.Errorf("%w: %d bytes", smart.ErrValueTooLarge, len(value))
+	}
+	e := refEntry{key: string(key), n: len(value)}
+	if x.mutant == "alias-key" {
+		e.key = unsafe.String(&key[0], len(key))
+	}
+	if len(value) > 0 {
+		c := x.client()
+		a, err := c.Alloc(x.vctx(ctx), len(value))
+		if err == nil {
+			err = c.Write(x.vctx(ctx), a, value)
+		}
+		x.release(c)
+		if err != nil {
+			return err
+		}
+		e.addr = a
+	}
+	if x.mutant == "drop-put" && refPuts.Add(1)%1000 == 0 {
+		return nil
+	}
+	x.sh.mu.Lock()
+	if x.mutant == "stale-get" {
+		if old, ok := x.sh.bt.Get(e); ok {
+			old.prev = nil
+			e.prev = &old
+		}
+	}
+	x.sh.bt.ReplaceOrInsert(e)
+	x.sh.mu.Unlock()
+	if x.mutant == "stale-cache" {
+		x.mu.Lock()
+		x.cache[e.key] = e
+		x.mu.Unlock()
+	}
+	return nil
+}
+
+// Delete implements smart.Index.
+func (x *refIndex) Delete(ctx context.Context, key []byte) (bool, error) {
+	if err := x.check(ctx, key); err != nil {
+		return false, err
+	}
+	if x.mutant == "stale-cache" {
+		x.mu.Lock()
+		x.cache[string(key)] = refEntry{}
+		x.mu.Unlock()
+	}
+	if x.mutant == "racy-delete" {
+		// Decides "found" under one lock and deletes under another.
+		x.sh.mu.Lock()
+		_, found := x.sh.bt.Get(refEntry{key: string(key)})
+		x.sh.mu.Unlock()
+		runtime.Gosched()
+		x.sh.mu.Lock()
+		x.sh.bt.Delete(refEntry{key: string(key)})
+		x.sh.mu.Unlock()
+		return found, nil
+	}
+	x.sh.mu.Lock()
+	_, found := x.sh.bt.Delete(refEntry{key: string(key)})
+	x.sh.mu.Unlock()
+	if x.mutant == "delete-lies" && refDels.Add(1)%100 == 0 {
+		found = !found
+	}
+	return found, nil
+}
+
+// Scan implements smart.Index: batches of 16 pairs, each batch's values
+// read in one round trip.
+func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, error] {
+	return func(yield func(smart.KV, error) bool) {
+		if x.closed.Load() && x.mutant != "no-closed" {
+			yield(smart.KV{}, smart.ErrClosed)
+			return
+		}
+		if err := ctx.Err(); err != nil && x.mutant != "ignore-ctx" {
+			yield(smart.KV{}, err)
+			return
+		}
+		const batch = 16
+		cursor := string(lo)
+		rank := 0
+		for {
+			var es []refEntry
+			x.sh.mu.Lock()
+			visit := func(e refEntry) bool {
+				if hi != nil && e.key >= string(hi) {
+					return false
+				}
+				es = append(es, e)
+				return x.mutant == "scan-eager" || len(es) < batch
+			}
+			if x.mutant == "scan-by-rank" {
+				// Pages by position in the range: concurrent inserts and
+				// deletes shift the pages.
+				i := 0
+				x.sh.bt.AscendGreaterOrEqual(refEntry{key: string(lo)}, func(e refEntry) bool {
+					if i++; i <= rank {
+						return true
+					}
+					return visit(e)
+				})
+				rank += len(es)
+			} else {
+				x.sh.bt.AscendGreaterOrEqual(refEntry{key: cursor}, visit)
+			}
+			x.sh.mu.Unlock()
+			if len(es) == 0 {
+				return
+			}
+			if x.closed.Load() && x.mutant != "no-closed" {
+				yield(smart.KV{}, smart.ErrClosed)
+				return
+			}
+			vals := make([][]byte, len(es))
+			var ops []remote.Op
+			for i, e := range es {
+				vals[i] = make([]byte, e.n)
+				if e.n > 0 {
+					ops = append(ops, remote.Read(e.addr, vals[i]))
+				}
+			}
+			if len(ops) > 0 {
+				c := x.client()
+				err := c.Do(x.vctx(ctx), ops)
+				x.release(c)
+				if err != nil {
+					yield(smart.KV{}, err)
+					return
+				}
+			}
+			for i, e := range es {
+				if x.mutant == "scan-skip" && refScanned.Add(1)%97 == 0 {
+					continue
+				}
+				k := []byte(e.key)
+				if x.mutant == "scan-alias" {
+					k = unsafe.Slice(unsafe.StringData(e.key), len(e.key))
+				}
+				if !yield(smart.KV{Key: k, Value: vals[i]}, nil) {
+					return
+				}
+			}
+			cursor = es[len(es)-1].key + "\x00"
+		}
+	}
+}
+
+// Close implements smart.Index.
+func (x *refIndex) Close() error {
+	if x.closed.Swap(true) {
+		return smart.ErrClosed
+	}
+	return nil
+}
+
+// verify checks that the keys are ordered and every value is readable.
+func (x *refIndex) verify(ctx context.Context) error {
+	if x.mutant == "verify-fails" {
+		return fmt.Errorf("%w: mutant verify-fails", smart.ErrCorrupt)
+	}
+	x.sh.mu.Lock()
+	var es []refEntry
+	x.sh.bt.Ascend(func(e refEntry) bool { es = append(es, e); return true })
+	x.sh.mu.Unlock()
+	for i, e := range es {
+		if i > 0 && es[i-1].key >= e.key {
+			return fmt.Errorf("%w: key %q after %q", smart.ErrCorrupt, e.key, es[i-1].key)
+		}
+		if _, err := x.read(ctx, e); err != nil {
+			return fmt.Errorf("%w: value of %q: %v", smart.ErrCorrupt, e.key, err)
+		}
+	}
+	return nil
+}

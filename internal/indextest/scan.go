@@ -1,0 +1,243 @@
+package indextest
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// RunScan checks Scan against the oracle: random [lo, hi) bounds (nil and
+// empty bounds, existing keys, prefixes of keys, non-keys next to keys,
+// bounds longer than MaxKeyLen, lo == hi, lo > hi), early breaks after 0 to
+// 64 pairs, ascending order without duplicates, before and after a round
+// of deletes, overwrites and inserts. It also checks that a scan stopped
+// after 10 pairs of a large index reads much less remote memory than a full
+// scan (remote.Stats of the compute node: at most an eighth of the bytes).
+func RunScan(t *testing.T, tg Target) {
+	checkTarget(t, tg)
+	t.Run("random-bounds", func(t *testing.T) { scanRandom(t, tg) })
+	t.Run("edge-bounds", func(t *testing.T) { scanEdges(t, tg) })
+	t.Run("early-break-io", func(t *testing.T) { scanEarlyBreakIO(t, tg) })
+}
+
+// randomBound draws a scan bound around the keys of the oracle.
+func (tg Target) randomBound(r *rand.Rand, keys [][]byte) []byte {
+	k := keys[r.IntN(len(keys))]
+	switch r.IntN(10) {
+	case 0:
+		return nil
+	case 1:
+		return []byte{}
+	case 2, 3:
+		return k // a key (or a former key)
+	case 4:
+		return k[:r.IntN(len(k))] // a prefix of a key
+	case 5:
+		return append(bytes.Clone(k), 0x00) // just after a key
+	case 6:
+		b := bytes.Clone(k) // next to a key
+		b[len(b)-1] += byte(1 + r.IntN(2)*254)
+		return b
+	case 7:
+		return append(bytes.Clone(k), bytes.Repeat([]byte{0xff}, tg.MaxKeyLen)...) // longer than any key
+	default:
+		b := make([]byte, 1+r.IntN(10)) // random
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return b
+	}
+}
+
+func scanRandom(t *testing.T, tg Target) {
+	ctx := t.Context()
+	r := newRand(seedFor(t))
+	n, scans := 3000, 1500
+	if testing.Short() {
+		n, scans = 600, 250
+	}
+	_, idxs := tg.localIndex(t, 2)
+	o := newOracle()
+	gens := tg.keyGens(r.Uint64(), n)
+	var keys [][]byte
+	for i := range n {
+		k := gens[i%len(gens)].gen(r)
+		v := makeValue(uint64(i), tg.randValueLen(r, 0))
+		if err := idxs[0].Put(ctx, k, v); err != nil {
+			t.Fatalf("Put(%s): %v", fmtKey(k), err)
+		}
+		o.put(k, v)
+		keys = append(keys, k)
+	}
+	round := func(name string) {
+		t.Helper()
+		for i := range scans {
+			lo, hi := tg.randomBound(r, keys), tg.randomBound(r, keys)
+			if hi != nil && len(hi) == 0 && r.IntN(2) == 0 {
+				hi = nil
+			}
+			limit := r.IntN(65)
+			if r.IntN(4) == 0 && hi != nil {
+				limit = -1
+			}
+			idx := idxs[i%2]
+			if p := scanN(ctx, idx, lo, hi, limit).problem(o.scan(lo, hi, limit)); p != "" {
+				t.Fatalf("%s, scan %d on compute node %d: Scan(%s, %s) limit %d: %s", name, i, i%2, fmtKey(lo), fmtKey(hi), limit, p)
+			}
+		}
+	}
+	round("fresh index")
+	// Deletes, overwrites (other sizes) and inserts, then again.
+	for i, k := range keys {
+		switch i % 3 {
+		case 0:
+			if _, err := idxs[1].Delete(ctx, k); err != nil {
+				t.Fatalf("Delete(%s): %v", fmtKey(k), err)
+			}
+			o.del(k)
+		case 1:
+			v := makeValue(uint64(1<<32|i), tg.randValueLen(r, 0))
+			if err := idxs[1].Put(ctx, k, v); err != nil {
+				t.Fatalf("Put(%s): %v", fmtKey(k), err)
+			}
+			o.put(k, v)
+		}
+	}
+	for i := range n / 3 {
+		k := gens[i%len(gens)].gen(r)
+		v := makeValue(uint64(2<<32|i), tg.randValueLen(r, 0))
+		if err := idxs[0].Put(ctx, k, v); err != nil {
+			t.Fatalf("Put(%s): %v", fmtKey(k), err)
+		}
+		o.put(k, v)
+		keys = append(keys, k)
+	}
+	round("after deletes, overwrites and inserts")
+	tg.verify(t, ctx, idxs[0], "after the scans")
+	checkAll(t, ctx, idxs[1], o, "after the scans")
+}
+
+func scanEdges(t *testing.T, tg Target) {
+	ctx := t.Context()
+	_, idxs := tg.localIndex(t, 1)
+	idx := idxs[0]
+	o := tg.populate(t, idx, 300)
+	all := o.all()
+	first, last := []byte(all[0].k), []byte(all[len(all)-1].k)
+	mid := []byte(all[len(all)/2].k)
+	long := bytes.Repeat([]byte{0xff}, tg.MaxKeyLen+3)
+	cases := []struct {
+		name   string
+		lo, hi []byte
+	}{
+		{"nil-nil", nil, nil},
+		{"empty-nil", []byte{}, nil},
+		{"nil-empty (only a nil hi means no upper bound)", nil, []byte{}},
+		{"lo==hi key", mid, mid},
+		{"lo==hi non-key", append(bytes.Clone(mid), 0), append(bytes.Clone(mid), 0)},
+		{"lo>hi", last, first},
+		{"lo>hi adjacent", append(bytes.Clone(mid), 0), mid},
+		{"first-only", first, append(bytes.Clone(first), 0)},
+		{"last-only", last, nil},
+		{"last-excluded", nil, last},
+		{"after-last", append(bytes.Clone(last), 0), nil},
+		{"below-first", nil, first},
+		{"long-lo", append(bytes.Clone(mid), long...), nil},
+		{"long-hi", nil, append(bytes.Clone(mid), long...)},
+		{"all-ff-long", long, nil},
+		{"zero-lo", []byte{0}, []byte{0, 0}},
+	}
+	for _, c := range cases {
+		for _, limit := range []int{-1, 0, 1, 2, 10} {
+			if p := scanN(ctx, idx, c.lo, c.hi, limit).problem(o.scan(c.lo, c.hi, limit)); p != "" {
+				t.Errorf("%s: Scan(%s, %s) limit %d: %s", c.name, fmtKey(c.lo), fmtKey(c.hi), limit, p)
+			}
+		}
+	}
+	// A scan from every key, limit 3; a scan up to every key, limit 3.
+	for i, kv := range all {
+		k := []byte(kv.k)
+		if p := scanN(ctx, idx, k, nil, 3).problem(o.scan(k, nil, 3)); p != "" {
+			t.Fatalf("Scan(%s, nil) limit 3: %s", fmtKey(k), p)
+		}
+		if i >= 3 {
+			lo := []byte(all[i-3].k)
+			if p := scanN(ctx, idx, lo, k, -1).problem(o.scan(lo, k, -1)); p != "" {
+				t.Fatalf("Scan(%s, %s): %s", fmtKey(lo), fmtKey(k), p)
+			}
+		}
+	}
+}
+
+func scanEarlyBreakIO(t *testing.T, tg Target) {
+	ctx := t.Context()
+	r := newRand(seedFor(t))
+	n := 5000
+	if testing.Short() {
+		n = 2500
+	}
+	pool, idxs := tg.localIndex(t, 1)
+	vlen := tg.vlen(64)
+	o := newOracle()
+	for i := range n {
+		k := tg.fitKey(be64(r.Uint64()))
+		if i%2 == 1 {
+			k = tg.fitKey(append([]byte("scan/"), alphaKey(r, 1+r.IntN(8))...))
+		}
+		v := makeValue(uint64(i), vlen)
+		if err := idxs[0].Put(ctx, k, v); err != nil {
+			t.Fatalf("Put(%s): %v", fmtKey(k), err)
+		}
+		o.put(k, v)
+	}
+	all := o.all()
+	// A fresh compute node: nothing cached.
+	cn := pool.NewComputeNode()
+	idx := tg.open(t, cn, "idx")
+	measure := func(lo, hi []byte, limit int) (uint64, int) {
+		t.Helper()
+		before := cn.Stats()
+		s := scanN(ctx, idx, lo, hi, limit)
+		if p := s.problem(o.scan(lo, hi, limit)); p != "" {
+			t.Fatalf("Scan(%s, %s) limit %d: %s", fmtKey(lo), fmtKey(hi), limit, p)
+		}
+		return cn.Stats().Sub(before).ReadBytes, len(s.kvs)
+	}
+	starts := [][]byte{nil, []byte(all[len(all)/3].k), []byte("scan/"), []byte(all[len(all)-40].k)}
+	cold, _ := measure(starts[1], nil, 10)
+	full, got := measure(nil, nil, -1)
+	if got != len(all) {
+		t.Fatalf("full scan yielded %d pairs, want %d", got, len(all))
+	}
+	if full == 0 {
+		t.Fatalf("a full scan of %d pairs read no remote memory: cannot measure", got)
+	}
+	t.Logf("full scan of %d pairs: %d bytes read; scan of 10 pairs on a cold compute node: %d bytes", got, full, cold)
+	if cold*8 > full {
+		t.Errorf("a scan stopped after 10 pairs on a cold compute node read %d bytes, more than 1/8 of a full scan's %d: it does not fetch incrementally", cold, full)
+	}
+	for _, lo := range starts {
+		for _, hi := range [][]byte{nil, []byte(all[len(all)-1].k)} {
+			for _, limit := range []int{1, 10} {
+				b, _ := measure(lo, hi, limit)
+				if b*8 > full {
+					t.Errorf("Scan(%s, %s) stopped after %d pairs read %d bytes, more than 1/8 of a full scan's %d", fmtKey(lo), fmtKey(hi), limit, b, full)
+				}
+			}
+		}
+	}
+	// Breaking out of a range loop stops the scan too.
+	before := cn.Stats()
+	count := 0
+	for _, err := range idx.Scan(ctx, nil, nil) {
+		if err != nil {
+			t.Fatalf("Scan: %v", err)
+		}
+		if count++; count == 10 {
+			break
+		}
+	}
+	if b := cn.Stats().Sub(before).ReadBytes; b*8 > full {
+		t.Errorf("a range loop broken after 10 pairs read %d bytes, more than 1/8 of a full scan's %d", b, full)
+	}
+}
