@@ -17,7 +17,7 @@ import (
 func TestConcurrentDisjoint(t *testing.T) {
 	for _, sim := range []*remote.SimConfig{nil, {Ordering: remote.Strict, Seed: 7}} {
 		t.Run(fmt.Sprintf("sim=%v", sim != nil), func(t *testing.T) {
-			p, err := remote.NewPool(remote.Config{MemoryNodes: 2, Sim: sim})
+			p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 64 << 20, Sim: sim})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,7 +95,7 @@ func TestConcurrentDisjoint(t *testing.T) {
 // TestConcurrentSameKeys hammers a few hot keys from many goroutines: every
 // final value must be one that was written.
 func TestConcurrentSameKeys(t *testing.T) {
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 2})
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 64 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

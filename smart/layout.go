@@ -196,7 +196,7 @@ func metaClass(m uint64) int   { return int(m>>26) & 0x7f }
 func leafPayload(k, v int) int { return leafKeyOff + k + v + 8 }
 
 // Leaf size classes (7 bits): 64-byte steps up to 4 KiB, then eight steps
-// per doubling up to about 960 KiB.
+// per doubling up to 1 MiB.
 const numClasses = 128
 
 func classBytes(c int) int {
@@ -204,7 +204,7 @@ func classBytes(c int) int {
 		return 64 * (c + 1)
 	}
 	k, j := (c-64)/8, (c-64)%8
-	return 4096 << k * (8 + j) / 8
+	return 4096 << k * (9 + j) / 8
 }
 
 // classFor returns the smallest class that holds n bytes.

@@ -1,0 +1,147 @@
+package smart
+
+import (
+	"bytes"
+		"testing"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+func FuzzKeyEncoding(f *testing.F) {
+	for _, s := range [][2]string{{"", ""}, {"a", "a\x00"}, {"\x00", "\x01"}, {"\x01\x02", "\x01"}, {"\xff", "\xff\xff"}} {
+		f.Add([]byte(s[0]), []byte(s[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ea, eb := appendEncoded(nil, a), appendEncoded(nil, b)
+		da, err := appendDecoded(nil, ea)
+		if err != nil || !bytes.Equal(da, a) {
+			t.Fatalf("decode(encode(%x)) = %x, %v", a, da, err)
+		}
+		if got, want := bytes.Compare(ea, eb), bytes.Compare(a, b); got != want {
+			t.Fatalf("order of %x,%x: encoded %d, plain %d", a, b, got, want)
+		}
+		if !bytes.Equal(a, b) && (bytes.HasPrefix(ea, eb) || bytes.HasPrefix(eb, ea)) {
+			t.Fatalf("encodings of %x and %x are not prefix-free", a, b)
+		}
+		if len(ea) > 2*len(a)+1 {
+			t.Fatalf("encoding of %d bytes is %d bytes", len(a), len(ea))
+		}
+		// Arbitrary input never panics the decoder, and what it accepts
+		// re-encodes to itself.
+		if d, err := appendDecoded(nil, a); err == nil && !bytes.Equal(appendEncoded(nil, d), a) {
+			t.Fatalf("decoder accepted non-canonical %x", a)
+		}
+	})
+}
+
+func FuzzSlotAndHeader(f *testing.F) {
+	f.Add(uint64(0), byte(0), 0, uint64(64), 0, []byte("abc"))
+	f.Add(^uint64(0), byte(0xff), 127, uint64(1<<40), 255, []byte("abcdef"))
+	f.Fuzz(func(t *testing.T, word uint64, partial byte, class int, off uint64, mn int, prefix []byte) {
+		// Decoding any word is total.
+		s := slot(word)
+		_ = s.String()
+		_, _, _ = s.nodeType(), s.leafClass(), s.addr()
+		h := header(word)
+		_ = h.dropped(min(h.prefixLen(), 6))
+		class &= 0x7f
+		mn &= 0xff
+		off = (off &^ 63) % maxSlotOffset
+		if off == 0 {
+			off = 64
+		}
+		a := remote.MakeAddr(mn, off)
+		ls := leafSlot(partial, class, a)
+		if !ls.isLeaf() || ls.isTombstone() || ls.partial() != partial || ls.leafClass() != class || ls.addr() != a {
+			t.Fatalf("leaf slot round trip: %v from %x %d %v", ls, partial, class, a)
+		}
+		for typ := node4; typ <= node256; typ++ {
+			ns := nodeSlot(partial, typ, a)
+			if ns.isLeaf() || ns.nodeType() != typ || ns.addr() != a || ns.partial() != partial {
+				t.Fatalf("node slot round trip: %v", ns)
+			}
+			if ns.withType(node256).nodeType() != node256 || ns.withType(node256).addr() != a {
+				t.Fatal("withType changed more than the type")
+			}
+		}
+		ts := tombstone(partial)
+		if ts.isEmpty() || !ts.isTombstone() || ts.isChild() || ts.partial() != partial {
+			t.Fatalf("tombstone %v", ts)
+		}
+		if len(prefix) > maxHeaderBytes {
+			prefix = prefix[:maxHeaderBytes]
+		}
+		depth := int(word % 1024)
+		hh := makeHeader(depth, node4, prefix)
+		if hh.depth() != depth || hh.nodeType() != node4 || hh.prefixLen() != len(prefix) {
+			t.Fatalf("header round trip %x", uint64(hh))
+		}
+		for i := range prefix {
+			if hh.prefixByte(i) != prefix[i] {
+				t.Fatalf("header prefix byte %d", i)
+			}
+		}
+		if len(prefix) > 0 && depth+len(prefix) < 1024 {
+			d := hh.dropped(1)
+			if d.depth() != depth+1 || d.prefixLen() != len(prefix)-1 || (len(prefix) > 1 && d.prefixByte(0) != prefix[1]) {
+				t.Fatalf("dropped header %x", uint64(d))
+			}
+		}
+	})
+}
+
+func FuzzLeaf(f *testing.F) {
+	f.Add([]byte("k"), []byte(""), 0, byte(1))
+	f.Add([]byte("key\x00\xff"), bytes.Repeat([]byte("v"), 300), 40, byte(0x80))
+	f.Fuzz(func(t *testing.T, key, value []byte, flip int, mask byte) {
+		if len(key) == 0 || len(key) > MaxKeyLen || len(value) > 4096 {
+			return
+		}
+		class := classFor(leafPayload(len(key), len(value)))
+		img := leafImage(nil, remote.MakeAddr(1, 4096), key, value, class)
+		if len(img) != classBytes(class) || len(img)%64 != 0 {
+			t.Fatalf("leaf image of %d bytes for class %d", len(img), class)
+		}
+		v, st := parseLeaf(img, class)
+		if st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, value) || v.lock != 0 {
+			t.Fatalf("leaf round trip: state %d", st)
+		}
+		// Flipping any bit of meta, checksum, key or value is detected;
+		// flipping only the valid bit reads as retired.
+		if mask == 0 {
+			return
+		}
+		end := leafKeyOff + len(key) + len(value)
+		pos := leafMetaOff + int(uint(flip)%uint(end-leafMetaOff))
+		img[pos] ^= mask
+		want := leafTorn
+		if pos < leafMetaOff+8 && (uint64(mask)<<(8*(pos-leafMetaOff)))&^uint64(metaValidBit) == 0 {
+			want = leafRetired
+		}
+		if _, st := parseLeaf(img, class); st == leafOK || (want == leafRetired && st != leafRetired) {
+			t.Fatalf("corruption at byte %d (mask %#x) read as state %d", pos, mask, st)
+		}
+		// Arbitrary bytes never panic the parser.
+		_, _ = parseLeaf(value, class)
+	})
+}
+
+func TestSizeClasses(t *testing.T) {
+	prev := 0
+	for c := range numClasses {
+		n := classBytes(c)
+		if n <= prev || n%64 != 0 {
+			t.Fatalf("class %d: %d bytes after %d", c, n, prev)
+		}
+		if classFor(n) != c || classFor(prev+1) != c {
+			t.Fatalf("classFor around class %d", c)
+		}
+		prev = n
+	}
+	if classFor(leafPayload(MaxKeyLen, MaxValueLen)) < 0 {
+		t.Fatal("largest leaf has no class")
+	}
+	if classBytes(classFor(leafPayload(8, 8))) != 64 {
+		t.Fatal("an 8-byte key and value should fit one 64-byte leaf")
+	}
+}

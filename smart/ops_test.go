@@ -1,0 +1,292 @@
+package smart
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// shape counts what a quiescent tree holds.
+type shape struct {
+	nodes, leaves, tombs int
+	types                map[nodeType]int
+	maxLevel             int
+}
+
+func treeShape(t *testing.T, tr *Tree) shape {
+	t.Helper()
+	ctx := context.Background()
+	s, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.release(s)
+	root, err := s.root(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := shape{types: map[nodeType]int{}}
+	var walk func(sl slot, level int)
+	walk = func(sl slot, level int) {
+		buf := make([]byte, nodeAllocBytes)
+		if err := s.c.Read(ctx, sl.addr(), buf); err != nil {
+			t.Fatal(err)
+		}
+		h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+		sh.nodes++
+		sh.types[h.nodeType()]++
+		sh.maxLevel = max(sh.maxLevel, level)
+		for i := range 256 {
+			c := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+			switch {
+			case c.isEmpty():
+			case c.isTombstone():
+				sh.tombs++
+			case c.isLeaf():
+				sh.leaves++
+			default:
+				walk(c, level+1)
+			}
+		}
+	}
+	walk(root.sl, 0)
+	return sh
+}
+
+func newTree(t testing.TB, cfg remote.Config, opts Options) (*Tree, *remote.Pool) {
+	t.Helper()
+	if cfg.NodeBytes == 0 {
+		cfg.NodeBytes = 32 << 20
+	}
+	p, err := remote.NewPool(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, p
+}
+
+// TestStructuralChanges drives each kind of structural change of Figure 4.6
+// and checks the resulting shape, every key, and Verify.
+func TestStructuralChanges(t *testing.T) {
+	long := strings.Repeat("p", 20)
+	tests := []struct {
+		name  string
+		keys  []string
+		nodes int // internal nodes expected, root included
+		level int // deepest node level
+		types map[nodeType]int
+	}{
+		{"normal insert", []string{"a", "b", "c"}, 1, 0, map[nodeType]int{node4: 1}},
+		{"leaf split", []string{"abc1", "abc2"}, 2, 1, nil},
+		{"leaf split with prefix chain", []string{long + "1", long + "2"}, 1 + 2 + 1, 3, nil},
+		{"header split", []string{"abcdef1", "abcdef2", "abX"}, 3, 2, nil},
+		{"header split at first prefix byte", []string{"abcdef1", "abcdef2", "aX"}, 3, 2, nil},
+		{"two header splits of one node", []string{"abcdef1", "abcdef2", "abcX", "aY"}, 4, 3, nil},
+		{"type switch to NODE_8", []string{"a", "b", "c", "d", "e"}, 1, 0, map[nodeType]int{node4 + 1: 1}},
+		{"prefix keys", []string{"a", "a\x00", "a\x00\x00", "a\x01", "ab"}, 0, 0, nil},
+		{"zero and 0xff bytes", []string{"\x00", "\x00\x00", "\xff", "\xff\xff", "\x01", "\x01\x01"}, 0, 0, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, _ := newTree(t, remote.Config{MemoryNodes: 2}, Options{})
+			ctx := context.Background()
+			for i, k := range tc.keys {
+				if err := tr.Put(ctx, []byte(k), []byte(fmt.Sprint(i))); err != nil {
+					t.Fatal(err)
+				}
+				if err := tr.Verify(ctx); err != nil {
+					t.Fatalf("after %q: %v", k, err)
+				}
+			}
+			for i, k := range tc.keys {
+				v, ok, err := tr.Get(ctx, []byte(k))
+				if err != nil || !ok || string(v) != fmt.Sprint(i) {
+					t.Fatalf("Get(%q) = %q, %v, %v", k, v, ok, err)
+				}
+			}
+			sh := treeShape(t, tr)
+			if sh.leaves != len(tc.keys) {
+				t.Fatalf("%d leaves, want %d", sh.leaves, len(tc.keys))
+			}
+			if tc.nodes > 0 && (sh.nodes != tc.nodes || sh.maxLevel != tc.level) {
+				t.Fatalf("%d nodes at %d levels, want %d at %d", sh.nodes, sh.maxLevel, tc.nodes, tc.level)
+			}
+			for typ, n := range tc.types {
+				if sh.types[typ] != n {
+					t.Fatalf("%d nodes of %v, want %d (%v)", sh.types[typ], typ, n, sh.types)
+				}
+			}
+		})
+	}
+}
+
+func TestTypeSwitchToNode256(t *testing.T) {
+	tr, _ := newTree(t, remote.Config{}, Options{})
+	ctx := context.Background()
+	for b := range 256 {
+		if err := tr.Put(ctx, []byte{byte(b), 'x'}, []byte{byte(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Bytes 0x00 and 0x01 encode as 01 01 and 01 02, so the root has 255
+	// distinct partial keys: NODE_256.
+	if sh := treeShape(t, tr); sh.types[node256] != 1 || sh.leaves != 256 {
+		t.Fatalf("shape %+v", sh)
+	}
+	n := 0
+	for kv, err := range tr.Scan(ctx, nil, nil) {
+		if err != nil || kv.Key[0] != byte(n) {
+			t.Fatalf("scan #%d: %q %v", n, kv.Key, err)
+		}
+		n++
+	}
+	if n != 256 {
+		t.Fatalf("scan yielded %d", n)
+	}
+}
+
+func TestUpdates(t *testing.T) {
+	tr, p := newTree(t, remote.Config{}, Options{})
+	ctx := context.Background()
+	k := []byte("key")
+	sizes := []int{8, 0, 30, 31, 32, 33, 1000, 5, 70000 - 70000 + MaxValueLen, 1}
+	for _, n := range sizes {
+		v := bytes.Repeat([]byte{byte(n)}, n)
+		if err := tr.Put(ctx, k, v); err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := tr.Get(ctx, k)
+		if err != nil || !ok || !bytes.Equal(got, v) {
+			t.Fatalf("value of %d bytes: got %d bytes, %v, %v", n, len(got), ok, err)
+		}
+		if err := tr.Verify(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sh := treeShape(t, tr); sh.leaves != 1 {
+		t.Fatalf("%d leaves after updates", sh.leaves)
+	}
+	// An update that fits the class is in place: no allocation.
+	before := p.MemoryUsed()
+	for range 10 {
+		if err := tr.Put(ctx, k, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := p.MemoryUsed(); fmt.Sprint(before) != fmt.Sprint(after) {
+		t.Fatalf("in-place updates allocated: %v → %v", before, after)
+	}
+}
+
+func TestDeleteAndReinsert(t *testing.T) {
+	tr, _ := newTree(t, remote.Config{}, Options{})
+	ctx := context.Background()
+	keys := []string{"a", "ab", "abc", "b", "\x00"}
+	for _, k := range keys {
+		if err := tr.Put(ctx, []byte(k), []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		for _, k := range keys {
+			found, err := tr.Delete(ctx, []byte(k))
+			if err != nil || !found {
+				t.Fatalf("round %d: Delete(%q) = %v, %v", round, k, found, err)
+			}
+			if found, err := tr.Delete(ctx, []byte(k)); err != nil || found {
+				t.Fatalf("second Delete(%q) = %v, %v", k, found, err)
+			}
+			if _, ok, _ := tr.Get(ctx, []byte(k)); ok {
+				t.Fatalf("%q still found", k)
+			}
+		}
+		if err := tr.Verify(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for kv := range tr.Scan(ctx, nil, nil) {
+			t.Fatalf("scan of empty tree yielded %q", kv.Key)
+		}
+		for _, k := range keys {
+			if err := tr.Put(ctx, []byte(k), []byte(k+"2")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sh := treeShape(t, tr)
+	if sh.leaves != len(keys) {
+		t.Fatalf("shape %+v", sh)
+	}
+}
+
+func TestInputErrors(t *testing.T) {
+	tr, p := newTree(t, remote.Config{}, Options{})
+	ctx := context.Background()
+	if err := tr.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"empty key", tr.Put(ctx, nil, nil), ErrEmptyKey},
+		{"long key", tr.Put(ctx, make([]byte, MaxKeyLen+1), nil), ErrKeyTooLong},
+		{"large value", tr.Put(ctx, []byte("k"), make([]byte, MaxValueLen+1)), ErrValueTooLarge},
+	}
+	for _, c := range cases {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+		}
+	}
+	if v, ok, _ := tr.Get(ctx, []byte("k")); !ok || string(v) != "v" {
+		t.Fatal("a failed Put lost the value")
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := tr.Put(cctx, []byte("k"), []byte("w")); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Put: %v", err)
+	}
+	p.Close()
+	if _, _, err := tr.Get(ctx, []byte("k")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Get on a closed pool: %v", err)
+	}
+	tr.Close()
+	if err := tr.Put(ctx, []byte("k"), nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close: %v", err)
+	}
+}
+
+func TestOutOfMemory(t *testing.T) {
+	tr, _ := newTree(t, remote.Config{NodeBytes: 64 << 10, ChunkBytes: 4096}, Options{})
+	ctx := context.Background()
+	var err error
+	n := 0
+	for ; n < 100000 && err == nil; n++ {
+		err = tr.Put(ctx, fmt.Appendf(nil, "key%06d", n), []byte("value"))
+	}
+	if !errors.Is(err, remote.ErrOutOfMemory) {
+		t.Fatalf("after %d puts: %v", n, err)
+	}
+	// Everything inserted before the failure is intact.
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n - 1 {
+		if _, ok, err := tr.Get(ctx, fmt.Appendf(nil, "key%06d", i)); !ok || err != nil {
+			t.Fatalf("key %d lost after out of memory: %v", i, err)
+		}
+	}
+}
