@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/ycsb"
 	"github.com/dmindex/dmindex/ycsb/ycsbtest"
 )
@@ -32,18 +31,6 @@ func run(t *testing.T, cfg ycsb.Config) *ycsb.Result {
 		t.Fatal(err)
 	}
 	return res
-}
-
-// simulated reports whether the pool's simulator is in place (until it is,
-// sim mode runs on the local transport and is not deterministic).
-func simulated(t *testing.T) bool {
-	t.Helper()
-	p, err := remote.NewPool(remote.Config{NodeBytes: 1 << 20, Sim: &remote.SimConfig{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	return p.Report().Transport == "sim"
 }
 
 func TestRunCountsEveryOperation(t *testing.T) {
@@ -101,9 +88,6 @@ func TestReadModifyWriteBlocks(t *testing.T) {
 }
 
 func TestSimRunIsDeterministic(t *testing.T) {
-	if !simulated(t) {
-		t.Skip("the simulator transport is not available yet")
-	}
 	for _, wl := range []string{"a", "d", "e"} {
 		var out [2][]byte
 		for i := range out {

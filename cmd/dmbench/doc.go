@@ -1,0 +1,37 @@
+// Command dmbench benchmarks the range indexes of this module (SMART and
+// the Sherman baseline) on disaggregated memory with YCSB workloads, in
+// the deterministic RNIC simulator (virtual time, the default) or with
+// real goroutines (--mode local).
+//
+// Without arguments it runs a small comparison, SMART against Sherman on
+// YCSB A and C in the simulator, and prints the table:
+//
+//	go run ./cmd/dmbench
+//
+// Commands:
+//
+//	dmbench run            one index, one workload: YCSB's text output, or --json
+//	dmbench compare        indexes × workloads × client counts: a table with
+//	                       SMART/Sherman ratios, results.json and throughput–latency
+//	                       and ratio plots (PNG, SVG) in --out DIR
+//	dmbench amplification  bytes moved per byte returned, for reads and writes
+//	                       (the paper's Table 4.1)
+//	dmbench factor         SMART's techniques added one by one (Figure 4.14)
+//	dmbench gen            write a workload as index-microbench trace files
+//
+// The workload and cluster flags are shared: --workload load|a|b|c|d|e|f|la
+// (or N-: N% insert, the rest reads, latest), --keys int|email, --records
+// N, --ops N, --value-size B, --mns M, --cns C, --clients K (per compute
+// node), --cache-mb X (per compute node), --mode sim|local, --nic cx6,
+// --ordering inorder|strict, --zipf θ, --seed S. In sim mode the same
+// flags give the same output, byte for byte.
+//
+// `dmbench run --json` prints one object with the fields of ycsb.Result:
+// index, workload, mode, records, ops, mns, cns, clients (per compute
+// node), throughput_ops, p50_us, p99_us, rtt_per_op, verbs_per_op,
+// read_bytes_per_op, write_bytes_per_op, cache_hit_ratio (null if the index
+// reports no cache), mn_iops_util and mn_bw_util (the busiest memory node's
+// NIC, null outside the simulator), and more.
+//
+// A progress bar is drawn on stderr when it is a terminal.
+package main

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/ycsb"
+)
+
+// options are the flags every benchmarking command shares: the workload's
+// size and keys, the cluster and the simulator.
+type options struct {
+	keys      string
+	records   int64
+	ops       int64
+	valueSize int
+	mns, cns  int
+	cacheMB   float64
+	mnMB      int64
+	mode      string
+	nic       string
+	ordering  string
+	zipf      float64
+	seed      uint64
+}
+
+// defaultOptions are the defaults of run and compare: a few seconds of
+// simulation per run on two cores.
+func defaultOptions() options {
+	return options{
+		keys: "int", records: 100_000, ops: 100_000, valueSize: ycsb.DefaultValueSize,
+		mns: 2, cns: 4, cacheMB: 64, mode: "sim", nic: "cx6", ordering: "inorder",
+		zipf: ycsb.DefaultZipfTheta, seed: 1,
+	}
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.keys, "keys", o.keys, "key type: int (8-byte big-endian) or email (at most 32 bytes)")
+	fs.Int64Var(&o.records, "records", o.records, "records loaded before the run phase")
+	fs.Int64Var(&o.ops, "ops", o.ops, "operations of the run phase, split over all clients")
+	fs.IntVar(&o.valueSize, "value-size", o.valueSize, "value size in bytes")
+	fs.IntVar(&o.mns, "mns", o.mns, "memory nodes")
+	fs.IntVar(&o.cns, "cns", o.cns, "compute nodes")
+	fs.Float64Var(&o.cacheMB, "cache-mb", o.cacheMB, "index cache per compute node in MiB (0: no cache)")
+	fs.Int64Var(&o.mnMB, "mn-mb", o.mnMB, "memory per memory node in MiB (0: enough for the run)")
+	fs.StringVar(&o.mode, "mode", o.mode, "sim (RNIC simulator, virtual time, deterministic) or local (goroutines, wall clock)")
+	fs.StringVar(&o.nic, "nic", o.nic, "simulated RNIC profile: cx6")
+	fs.StringVar(&o.ordering, "ordering", o.ordering, "simulated byte ordering of READ and WRITE: inorder or strict")
+	fs.Float64Var(&o.zipf, "zipf", o.zipf, "Zipfian constant θ of zipfian and latest request distributions")
+	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of workloads, values and simulator")
+}
+
+// config returns the run of index on workload w with clients clients per
+// compute node.
+func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Config, error) {
+	switch {
+	case o.records < 0 || o.ops < 0:
+		return ycsb.Config{}, fmt.Errorf("--records and --ops must not be negative")
+	case o.valueSize < 1:
+		return ycsb.Config{}, fmt.Errorf("--value-size must be at least 1")
+	case o.mns < 1 || o.cns < 1 || clients < 1:
+		return ycsb.Config{}, fmt.Errorf("--mns, --cns and --clients must be at least 1")
+	case o.mnMB < 0:
+		return ycsb.Config{}, fmt.Errorf("--mn-mb must not be negative")
+	}
+	keys, err := ycsb.ParseKeyType(o.keys)
+	if err != nil {
+		return ycsb.Config{}, err
+	}
+	mode, err := ycsb.ParseMode(o.mode)
+	if err != nil {
+		return ycsb.Config{}, err
+	}
+	profile, err := remote.ProfileByName(o.nic)
+	if err != nil {
+		return ycsb.Config{}, err
+	}
+	ordering, err := remote.ParseOrdering(o.ordering)
+	if err != nil {
+		return ycsb.Config{}, err
+	}
+	open, err := opener(index)
+	if err != nil {
+		return ycsb.Config{}, err
+	}
+	cache := int64(o.cacheMB * (1 << 20))
+	if cache <= 0 {
+		cache = -1 // no cache
+	}
+	w.ZipfTheta = o.zipf
+	return ycsb.Config{
+		Index: index, Open: open, CacheBytes: cache,
+		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, ValueSize: o.valueSize,
+		MemoryNodes: o.mns, ComputeNodes: o.cns, ClientsPerCN: clients, NodeBytes: o.mnMB << 20,
+		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
+	}, nil
+}
+
+// workloads parses a comma-separated list of workload names.
+func workloads(list string) ([]ycsb.Workload, error) {
+	var ws []ycsb.Workload
+	for name := range strings.SplitSeq(list, ",") {
+		w, err := ycsb.Preset(strings.TrimSpace(name))
+		if err != nil {
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	return ws, nil
+}
+
+// names parses a comma-separated list of names.
+func names(list string) []string {
+	var out []string
+	for n := range strings.SplitSeq(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// counts parses a comma-separated list of positive integers.
+func counts(flagName, list string) ([]int, error) {
+	var out []int
+	for s := range strings.SplitSeq(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--%s: %q is not a positive integer", flagName, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parse parses args into fs; flag errors are reported on stderr by fs.
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// progress is a progress bar over operations, drawn on stderr only when it
+// is a terminal; the nil *progress draws nothing.
+type progress struct{ bar *progressbar.ProgressBar }
+
+// newProgress returns a bar of total operations, or nil if stderr is not a
+// terminal.
+func newProgress(stderr io.Writer, total int64) *progress {
+	f, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return nil
+	}
+	return &progress{progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(stderr), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("ops"), progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(), progressbar.OptionSetWidth(30))}
+}
+
+// track makes cfg report to the bar, described by what.
+func (p *progress) track(cfg *ycsb.Config, what string) {
+	if p == nil {
+		return
+	}
+	p.bar.Describe(what)
+	cfg.Progress = func(n int64) { p.bar.Add64(n) }
+}
+
+func (p *progress) finish() {
+	if p != nil {
+		p.bar.Finish()
+	}
+}
+
+// phaseOps is how many operations a run of cfg executes (load and run).
+func phaseOps(cfg ycsb.Config) int64 {
+	if cfg.Workload.LoadOnly {
+		return cfg.Records
+	}
+	return cfg.Records + cfg.Ops
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/dmindex/dmindex/ycsb"
+)
+
+// runCmd is "dmbench run": one index, one workload, one client count.
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	index := fs.String("index", "smart", "index: smart or sherman")
+	workload := fs.String("workload", "a", "workload: load, a, b, c, d, e, f, la, or N- (N% insert, the rest reads)")
+	clients := fs.Int("clients", 8, "clients per compute node")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of YCSB's text format")
+	loadTrace := fs.String("load-trace", "", "index-microbench load file to replay instead of generating records (needs --run-trace)")
+	runTrace := fs.String("run-trace", "", "index-microbench transaction file to replay instead of --workload")
+	o.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: dmbench run [flags]\n\nRuns one workload against one index and prints YCSB's text format or --json.")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	w, err := ycsb.Preset(*workload)
+	if err != nil {
+		return err
+	}
+	cfg, err := o.config(*index, w, *clients)
+	if err != nil {
+		return err
+	}
+	if *runTrace != "" {
+		if cfg.RunTrace, err = readTrace(*runTrace, cfg.Keys); err != nil {
+			return err
+		}
+		cfg.Workload.Name = "trace"
+		if *loadTrace != "" {
+			if cfg.LoadTrace, err = readTrace(*loadTrace, cfg.Keys); err != nil {
+				return err
+			}
+		}
+	} else if *loadTrace != "" {
+		return fmt.Errorf("--load-trace needs --run-trace")
+	}
+	bar := newProgress(stderr, phaseOps(cfg))
+	bar.track(&cfg, fmt.Sprintf("%s %s", cfg.Index, cfg.Workload.Name))
+	res, err := ycsb.Run(ctx, cfg)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(res)
+	} else {
+		err = res.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if res.Errors > 0 {
+		return fmt.Errorf("%d of %d operations failed; first: %s", res.Errors, res.Ops, res.FirstError)
+	}
+	return nil
+}
+
+func readTrace(path string, keys ycsb.KeyType) ([]ycsb.Op, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	ops, err := ycsb.ReadTrace(f, keys)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return ops, nil
+}
