@@ -28,6 +28,9 @@ func newPool(t testing.TB, cfg remote.Config) *remote.Pool {
 	if cfg.NodeBytes == 0 {
 		cfg.NodeBytes = 64 << 20
 	}
+	if cfg.ChunkBytes == 0 {
+		cfg.ChunkBytes = 128 << 10
+	}
 	p, err := remote.NewPool(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,116 @@
+package sherman
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// simPool returns a simulated pool of two memory nodes.
+func simPool(t *testing.T, o remote.Ordering, seed uint64) *remote.Pool {
+	return newPool(t, remote.Config{MemoryNodes: 2, Sim: &remote.SimConfig{Ordering: o, Seed: seed}})
+}
+
+var orderings = []remote.Ordering{remote.InOrder, remote.Strict}
+
+// TestSimOwnedKeys runs the owned-keys workload with hundreds of simulated
+// clients in both ordering modes.
+func TestSimOwnedKeys(t *testing.T) {
+	for _, o := range orderings {
+		t.Run(o.String(), func(t *testing.T) {
+			seed := testSeed(t)
+			w := ownedWorkload{cns: 4, clients: 64, ops: 60, space: 4000, opts: Options{Span: 8}}
+			if testing.Short() {
+				w.ops = 20
+			}
+			p := simPool(t, o, seed)
+			trees := w.run(t, p, seed)
+			var st Stats
+			for _, tr := range trees {
+				s := tr.Stats()
+				st.HandOvers += s.HandOvers
+				st.GlobalLocks += s.GlobalLocks
+				st.LockCASFailures += s.LockCASFailures
+				st.TornReads += s.TornReads
+				st.LeafSplits += s.LeafSplits
+			}
+			t.Logf("virtual time %v, %+v", p.Report().Elapsed, st)
+		})
+	}
+}
+
+// TestSimHotKeys concentrates hundreds of clients on a few leaves, so that
+// torn reads (in strict mode), lock contention and hand-overs are frequent.
+func TestSimHotKeys(t *testing.T) {
+	for _, o := range orderings {
+		t.Run(o.String(), func(t *testing.T) {
+			seed := testSeed(t)
+			w := ownedWorkload{cns: 4, clients: 50, ops: 40, space: 200, opts: Options{Span: 16}}
+			if testing.Short() {
+				w.ops = 15
+			}
+			p := simPool(t, o, seed)
+			trees := w.run(t, p, seed)
+			var st Stats
+			for _, tr := range trees {
+				s := tr.Stats()
+				st.HandOvers += s.HandOvers
+				st.GlobalLocks += s.GlobalLocks
+				st.TornReads += s.TornReads
+			}
+			if st.HandOvers == 0 {
+				t.Errorf("no local hand-over under contention: %+v", st)
+			}
+			if o == remote.Strict && st.TornReads == 0 {
+				t.Logf("no torn read observed: %+v", st)
+			}
+			t.Logf("virtual time %v, %+v", p.Report().Elapsed, st)
+		})
+	}
+}
+
+func TestSimSmallTreeStress(t *testing.T) {
+	for _, o := range orderings {
+		t.Run(o.String(), func(t *testing.T) {
+			per := 20
+			if testing.Short() {
+				per = 8
+			}
+			smallTreeStress(t, simPool(t, o, testSeed(t)), 4, 4, 64, per)
+		})
+	}
+}
+
+func TestSimScan(t *testing.T) {
+	for _, o := range orderings {
+		t.Run(o.String(), func(t *testing.T) {
+			seed := testSeed(t)
+			scanUnderChurn(t, simPool(t, o, seed), seed, 4, 32, 16)
+		})
+	}
+}
+
+func TestSimLinearizable(t *testing.T) {
+	for _, o := range orderings {
+		t.Run(o.String(), func(t *testing.T) {
+			seed := testSeed(t)
+			linearizability(t, simPool(t, o, seed), seed, 4, 8, 60, Options{Span: 4, ValueSize: 16})
+		})
+	}
+}
+
+// TestSimDeterministic runs one workload twice with one seed and expects
+// identical statistics and virtual end time.
+func TestSimDeterministic(t *testing.T) {
+	seed := testSeed(t)
+	run := func() string {
+		p := simPool(t, remote.Strict, seed)
+		w := ownedWorkload{cns: 2, clients: 16, ops: 30, space: 500, opts: Options{Span: 6}}
+		w.run(t, p, seed)
+		return fmt.Sprintf("%+v %v", p.Stats(), p.Report().Elapsed)
+	}
+	if a, b := run(), run(); a != b {
+		t.Fatalf("same seed, different runs:\n%s\n%s", a, b)
+	}
+}
