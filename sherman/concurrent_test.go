@@ -19,8 +19,8 @@ import (
 // another client's key is checked for consistency too.
 type ownedWorkload struct {
 	cns, clients, ops int
-	space            int // keys
-	opts             Options
+	space             int // keys
+	opts              Options
 }
 
 // value returns the value a client writes for key k at sequence seq.

@@ -3,9 +3,9 @@ package sherman
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"

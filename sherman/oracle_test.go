@@ -25,7 +25,9 @@ func (o *oracle) get(k []byte) ([]byte, bool) {
 	return kv.Value, ok
 }
 
-func (o *oracle) put(k, v []byte) { o.t.ReplaceOrInsert(smart.KV{Key: bytes.Clone(k), Value: bytes.Clone(v)}) }
+func (o *oracle) put(k, v []byte) {
+	o.t.ReplaceOrInsert(smart.KV{Key: bytes.Clone(k), Value: bytes.Clone(v)})
+}
 
 func (o *oracle) del(k []byte) bool { _, ok := o.t.Delete(smart.KV{Key: k}); return ok }
 
