@@ -199,12 +199,18 @@ func (c *Client) allocOn(ctx context.Context, mn int, size, align uint64) (Addr,
 		return a, err
 	}
 	var base Addr
+	single := false
 	err := c.rpc(ctx, mn, func() (err error) {
-		base, err = c.pool.mns[mn].allocRPC(chunkBytes, 64)
+		m := c.pool.mns[mn]
+		if base, err = m.allocRPC(chunkBytes, 64); errors.Is(err, ErrOutOfMemory) {
+			// Not a whole chunk left: take just this object from the tail.
+			single = true
+			base, err = m.allocRPC(size, align)
+		}
 		return err
 	})
-	if err != nil {
-		return 0, err
+	if err != nil || single {
+		return base, err
 	}
 	ch.cur, ch.end = base.Offset(), base.Offset()+chunkBytes
 	start = (ch.cur + align - 1) &^ (align - 1)

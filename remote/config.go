@@ -19,7 +19,8 @@ type Config struct {
 	// DefaultOnChipBytes; negative disables it).
 	OnChipBytes int
 	// ChunkBytes is the unit a client's bump allocator requests from a memory
-	// node by RPC (default min(DefaultChunkBytes, NodeBytes/16)).
+	// node by RPC (default NodeBytes/1024 clamped to [64 KiB,
+	// DefaultChunkBytes], and to a quarter of a small node).
 	ChunkBytes int64
 	// Sim selects the deterministic simulator; nil selects the local
 	// transport.
@@ -178,7 +179,7 @@ func (c Config) normalized() (Config, error) {
 	}
 	c.OnChipBytes = (c.OnChipBytes + 7) &^ 7
 	if c.ChunkBytes == 0 {
-		c.ChunkBytes = min(DefaultChunkBytes, c.NodeBytes/16)
+		c.ChunkBytes = min(max(64<<10, min(DefaultChunkBytes, c.NodeBytes/1024)), (c.NodeBytes-reservedBytes)/4&^63)
 	}
 	c.ChunkBytes = (c.ChunkBytes + 63) &^ 63
 	if c.ChunkBytes <= 0 || c.ChunkBytes > c.NodeBytes-reservedBytes {
