@@ -30,9 +30,10 @@ type Result struct {
 	ValueSize int     `json:"value_size"`
 	MNs       int     `json:"mns"`
 	CNs       int     `json:"cns"`
-	Clients   int     `json:"clients"` // per compute node
-	CacheMB   float64 `json:"cache_mb"`
-	Seed      uint64  `json:"seed"`
+	Clients   int     `json:"clients"`  // per compute node
+	CacheMB   float64 `json:"cache_mb"` // 0: no cache, or the index's default
+
+	Seed uint64 `json:"seed"`
 
 	// Completed operations returned without error (NOT_FOUND included);
 	// Errors returned an error and are not part of throughput or latency.
@@ -122,7 +123,7 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 		Index: cfg.Index, Workload: cfg.Workload.Name, Keys: cfg.Keys.String(), Mode: cfg.Mode.String(),
 		Records: cfg.Records, Ops: cfg.Ops, ValueSize: r.value,
 		MNs: cfg.MemoryNodes, CNs: cfg.ComputeNodes, Clients: cfg.ClientsPerCN,
-		CacheMB: float64(cfg.CacheBytes) / (1 << 20), Seed: cfg.Seed,
+		CacheMB: float64(max(cfg.CacheBytes, 0)) / (1 << 20), Seed: cfg.Seed,
 	}
 	if cfg.RunTrace != nil && res.Workload == "" {
 		res.Workload = "trace"

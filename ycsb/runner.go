@@ -263,7 +263,7 @@ func (cfg Config) normalized() (Config, error) {
 		records := cfg.Records + cfg.Ops
 		clients := int64(cfg.ComputeNodes * cfg.ClientsPerCN)
 		need := (records<<10)/int64(cfg.MemoryNodes) + clients*remote.DefaultChunkBytes + 64<<20
-		cfg.NodeBytes = max(remote.DefaultNodeBytes, (need+(1<<20)-1)&^(1<<20-1))
+		cfg.NodeBytes = (need + (1 << 20) - 1) &^ (1<<20 - 1)
 	}
 	return cfg, nil
 }

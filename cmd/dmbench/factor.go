@@ -32,6 +32,10 @@ var factorSteps = []struct {
 	{"+write combining", smart.Options{}},
 }
 
+// smartWith returns the Opener of SMART with the given switches (a
+// variable so that tests can run the command on an in-memory index).
+var smartWith = smartOpener
+
 // factorCmd is "dmbench factor": SMART's techniques one by one on each
 // workload, optionally next to Sherman.
 func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -74,7 +78,7 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return err
 			}
 			if i < len(factorSteps) {
-				cfg.Index, cfg.Open = name, smartOpener(factorSteps[i].opts)
+				cfg.Index, cfg.Open = name, smartWith(factorSteps[i].opts)
 			}
 			cfgs = append(cfgs, cfg)
 			total += phaseOps(cfg)

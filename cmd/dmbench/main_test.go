@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dmindex/dmindex/smart"
+	"github.com/dmindex/dmindex/ycsb"
+	"github.com/dmindex/dmindex/ycsb/ycsbtest"
+)
+
+func init() {
+	// In-memory indexes, so that the commands are tested without the real
+	// ones (TestDefaultComparison runs those).
+	indexes["mem"] = ycsbtest.NewOpener
+	indexes["mem2"] = ycsbtest.NewOpener
+}
+
+// small are flags that keep a run to a few milliseconds.
+var small = []string{"--records", "400", "--ops", "600", "--cns", "2", "--clients", "2", "--mns", "2"}
+
+// exec runs dmbench in-process and returns its stdout.
+func exec(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := dmbench(context.Background(), args, &out, &errOut)
+	if errOut.Len() > 0 {
+		t.Logf("stderr: %s", errOut.String())
+	}
+	return out.String(), err
+}
+
+func mustExec(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec(t, args...)
+	if err != nil {
+		t.Fatalf("dmbench %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+func runArgs(extra ...string) []string {
+	return append(append([]string{"run", "--index", "mem"}, small...), extra...)
+}
+
+func TestRunJSONFields(t *testing.T) {
+	out := mustExec(t, runArgs("--workload", "b", "--json")...)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatalf("--json output is not one JSON object: %v\n%s", err, out)
+	}
+	for _, f := range []string{"index", "workload", "mode", "records", "ops", "mns", "cns", "clients",
+		"throughput_ops", "p50_us", "p99_us", "rtt_per_op", "verbs_per_op", "read_bytes_per_op",
+		"write_bytes_per_op", "cache_hit_ratio", "mn_iops_util", "mn_bw_util"} {
+		if _, ok := m[f]; !ok {
+			t.Errorf("JSON lacks %q", f)
+		}
+	}
+	want := map[string]any{"index": "mem", "workload": "b", "mode": "sim", "records": 400.0, "ops": 600.0,
+		"mns": 2.0, "cns": 2.0, "clients": 2.0, "completed": 600.0, "errors": 0.0, "keys": "int", "value_size": 8.0}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %v, want %v", k, m[k], v)
+		}
+	}
+	for _, f := range []string{"throughput_ops", "p50_us", "p99_us", "rtt_per_op", "mn_iops_util", "cache_hit_ratio"} {
+		if v, ok := m[f].(float64); !ok || v <= 0 {
+			t.Errorf("%s = %v, want a positive number", f, m[f])
+		}
+	}
+}
+
+func TestRunIsDeterministicInSim(t *testing.T) {
+	for _, extra := range [][]string{{"--json"}, {"--workload", "e", "--keys", "email"}} {
+		a := mustExec(t, runArgs(extra...)...)
+		b := mustExec(t, runArgs(extra...)...)
+		if a != b {
+			t.Errorf("dmbench run %v differs between two runs:\n%s\n%s", extra, a, b)
+		}
+		c := mustExec(t, runArgs(append(extra, "--seed", "2")...)...)
+		if a == c {
+			t.Errorf("dmbench run %v gives the same output for seeds 1 and 2", extra)
+		}
+	}
+}
+
+func TestRunFlags(t *testing.T) {
+	for _, c := range []struct {
+		flags []string
+		field string
+		want  any
+	}{
+		{[]string{"--workload", "load"}, "workload", "load"},
+		{[]string{"--workload", "la"}, "workload", "la"},
+		{[]string{"--workload", "30-"}, "workload", "30-"},
+		{[]string{"--keys", "email"}, "keys", "email"},
+		{[]string{"--records", "100"}, "records", 100.0},
+		{[]string{"--ops", "50"}, "completed", 50.0},
+		{[]string{"--value-size", "64"}, "value_size", 64.0},
+		{[]string{"--mns", "3"}, "mns", 3.0},
+		{[]string{"--cns", "1"}, "cns", 1.0},
+		{[]string{"--clients", "5"}, "clients", 5.0},
+		{[]string{"--cache-mb", "16"}, "cache_mb", 16.0},
+		{[]string{"--cache-mb", "0"}, "cache_mb", 0.0},
+		{[]string{"--mode", "local"}, "mn_iops_util", nil},
+		{[]string{"--nic", "cx6"}, "nic", "cx6"},
+		{[]string{"--ordering", "strict"}, "ordering", "strict"},
+		{[]string{"--zipf", "0.5"}, "errors", 0.0},
+		{[]string{"--seed", "9"}, "seed", 9.0},
+		{[]string{"--mn-mb", "32"}, "errors", 0.0},
+	} {
+		out := mustExec(t, runArgs(append(c.flags, "--json")...)...)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%v: %v", c.flags, err)
+		}
+		if m[c.field] != c.want {
+			t.Errorf("%v: %s = %v, want %v", c.flags, c.field, m[c.field], c.want)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--index", "btree"}, {"--workload", "g"}, {"--keys", "string"}, {"--mode", "rdma"},
+		{"--nic", "cx7"}, {"--ordering", "random"}, {"--clients", "0"}, {"--value-size", "0"},
+		{"--records", "-1"}, {"--nosuchflag"}, {"--load-trace", "x"}, {"extra"},
+	} {
+		if _, err := exec(t, runArgs(bad...)...); err == nil {
+			t.Errorf("dmbench run %v succeeded", bad)
+		}
+	}
+	if _, err := exec(t, "frobnicate"); err == nil {
+		t.Error("unknown command accepted")
+	}
+}
+
+func TestRunText(t *testing.T) {
+	out := mustExec(t, runArgs("--workload", "f")...)
+	for _, want := range []string{"[OVERALL], RunTime(ms), ", "[OVERALL], Throughput(ops/sec), ",
+		"[READ-MODIFY-WRITE], Operations, ", "[READ], 99thPercentileLatency(us), ", "[MN-NIC], IOPSUtilization, "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("YCSB output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestGenAndReplay(t *testing.T) {
+	dir := t.TempDir()
+	out := mustExec(t, "gen", "--workload", "e", "--keys", "email", "--records", "300", "--ops", "120", "--out", dir)
+	load := filepath.Join(dir, "load_email_workloade")
+	txn := filepath.Join(dir, "txn_email_workloade")
+	if out != load+"\n"+txn+"\n" {
+		t.Fatalf("gen printed %q", out)
+	}
+	res := mustExec(t, append(runArgs("--keys", "email", "--load-trace", load, "--run-trace", txn), "--json")...)
+	var r ycsb.Result
+	if err := json.Unmarshal([]byte(res), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Records != 300 || r.Ops != 120 || r.Completed != 120 || r.Workload != "trace" {
+		t.Errorf("replay: records %d, ops %d, completed %d, workload %q", r.Records, r.Ops, r.Completed, r.Workload)
+	}
+	for _, o := range r.Operations {
+		if strings.HasSuffix(o.Name, "-FAILED") {
+			t.Errorf("replay: %d %s", o.Count, o.Name)
+		}
+	}
+}
+
+func TestCompare(t *testing.T) {
+	dir := t.TempDir()
+	args := append([]string{"compare", "--indexes", "mem,mem2", "--workloads", "a,c", "--clients", "1,3", "--out", dir}, small[:6]...)
+	out := mustExec(t, args...)
+	if !strings.Contains(out, "mem/mem2") || strings.Count(out, "\n") != 1+8+1+1+2 {
+		t.Errorf("compare table:\n%s", out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmp comparison
+	if err := json.Unmarshal(b, &cmp); err != nil {
+		t.Fatal(err)
+	}
+	if len(cmp.Results) != 8 || len(cmp.Ratios) != 2 || cmp.Ratios[0].Ratio <= 0 {
+		t.Errorf("results.json: %d results, ratios %+v", len(cmp.Results), cmp.Ratios)
+	}
+	for _, f := range []string{"table.txt", "curves.png", "curves.svg", "curve-a.png", "curve-c.svg", "ratios.png", "ratios.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	// --json prints what results.json holds.
+	var again comparison
+	if err := json.Unmarshal([]byte(mustExec(t, append(args, "--json")...)), &again); err != nil {
+		t.Fatal(err)
+	}
+	x, _ := json.Marshal(cmp.Results)
+	y, _ := json.Marshal(again.Results)
+	if !bytes.Equal(x, y) {
+		t.Error("compare --json differs from results.json")
+	}
+}
+
+func TestFactor(t *testing.T) {
+	smartWith = func(smart.Options) ycsb.Opener { return ycsbtest.NewOpener() }
+	defer func() { smartWith = smartOpener }()
+	saved := indexes["sherman"]
+	indexes["sherman"] = ycsbtest.NewOpener
+	defer func() { indexes["sherman"] = saved }()
+	dir := t.TempDir()
+	out := mustExec(t, append([]string{"factor", "--workloads", "a,c", "--out", dir}, small...)...)
+	for _, s := range factorSteps {
+		if strings.Count(out, s.name) != 2 {
+			t.Errorf("factor table lacks %q twice:\n%s", s.name, out)
+		}
+	}
+	for _, f := range []string{"factor.json", "factor.txt", "factor.png", "factor.svg"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestAmplification(t *testing.T) {
+	out := mustExec(t, "amplification", "--indexes", "mem", "--records", "300", "--ops", "200", "--json")
+	var rows []amplification
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	// The in-memory index moves the pair's bytes rounded up to 8.
+	if len(rows) != 1 || rows[0].Read < 1 || rows[0].Read > 1.3 || rows[0].Write < 1 || rows[0].Write > 1.3 {
+		t.Errorf("amplification of the in-memory index: %+v", rows)
+	}
+	if rows[0].ReadAppBytes < 64 || rows[0].WriteAppBytes < 64 {
+		t.Errorf("object sizes %v, %v: want at least the 64-byte value", rows[0].ReadAppBytes, rows[0].WriteAppBytes)
+	}
+}
+
+func TestDefaultComparison(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs SMART and Sherman; skipped with -short")
+	}
+	out := mustExec(t)
+	for _, want := range []string{"smart/sherman", "6.1×", "2.8×"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("default comparison lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(out, "\n")
+	for _, l := range lines[1:9] {
+		if !strings.HasSuffix(strings.TrimSpace(l), " 0") {
+			t.Errorf("a run of the default comparison has errors: %s", l)
+		}
+	}
+}
