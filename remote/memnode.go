@@ -84,18 +84,24 @@ func (m *memNode) used() uint64 {
 // readWords copies the bytes [off, off+len(buf)) of region r into buf, one
 // atomic 8-byte load per word touched.
 func readWords(r []uint64, off uint64, buf []byte) {
-	for len(buf) > 0 {
-		w := atomic.LoadUint64(&r[off/8])
-		sh := off % 8
-		if sh == 0 && len(buf) >= 8 {
-			binary.LittleEndian.PutUint64(buf, w)
-			buf, off = buf[8:], off+8
-			continue
-		}
+	if off%8 == 0 && len(buf) == 8 { // the common single-word read
+		binary.LittleEndian.PutUint64(buf, atomic.LoadUint64(&r[off/8]))
+		return
+	}
+	if sh := off % 8; sh != 0 && len(buf) > 0 { // leading partial word
 		var tmp [8]byte
-		binary.LittleEndian.PutUint64(tmp[:], w)
+		binary.LittleEndian.PutUint64(tmp[:], atomic.LoadUint64(&r[off/8]))
 		n := copy(buf, tmp[sh:])
 		buf, off = buf[n:], off+uint64(n)
+	}
+	ws := r[off/8:][:len(buf)/8]
+	for i := range ws {
+		binary.LittleEndian.PutUint64(buf[8*i:8*i+8], atomic.LoadUint64(&ws[i]))
+	}
+	if rest := buf[8*len(ws):]; len(rest) > 0 { // trailing partial word
+		var tmp [8]byte
+		binary.LittleEndian.PutUint64(tmp[:], atomic.LoadUint64(&r[off/8+uint64(len(ws))]))
+		copy(rest, tmp[:])
 	}
 }
 
@@ -103,25 +109,30 @@ func readWords(r []uint64, off uint64, buf []byte) {
 // stored atomically; partial words are merged with a CAS loop so concurrent
 // writers of the other bytes of that word are never clobbered.
 func writeWords(r []uint64, off uint64, data []byte) {
-	for len(data) > 0 {
-		sh := off % 8
-		if sh == 0 && len(data) >= 8 {
-			atomic.StoreUint64(&r[off/8], binary.LittleEndian.Uint64(data))
-			data, off = data[8:], off+8
-			continue
-		}
+	if sh := off % 8; sh != 0 && len(data) > 0 { // leading partial word
 		n := min(uint64(len(data)), 8-sh)
-		p := &r[off/8]
-		for {
-			old := atomic.LoadUint64(p)
-			var tmp [8]byte
-			binary.LittleEndian.PutUint64(tmp[:], old)
-			copy(tmp[sh:sh+n], data[:n])
-			if atomic.CompareAndSwapUint64(p, old, binary.LittleEndian.Uint64(tmp[:])) {
-				break
-			}
-		}
+		mergeWord(&r[off/8], sh, data[:n])
 		data, off = data[n:], off+n
+	}
+	ws := r[off/8:][:len(data)/8]
+	for i := range ws {
+		atomic.StoreUint64(&ws[i], binary.LittleEndian.Uint64(data[8*i:8*i+8]))
+	}
+	if rest := data[8*len(ws):]; len(rest) > 0 { // trailing partial word
+		mergeWord(&r[off/8+uint64(len(ws))], 0, rest)
+	}
+}
+
+// mergeWord atomically replaces the bytes [sh, sh+len(b)) of the word at p.
+func mergeWord(p *uint64, sh uint64, b []byte) {
+	for {
+		old := atomic.LoadUint64(p)
+		var tmp [8]byte
+		binary.LittleEndian.PutUint64(tmp[:], old)
+		copy(tmp[sh:], b)
+		if atomic.CompareAndSwapUint64(p, old, binary.LittleEndian.Uint64(tmp[:])) {
+			return
+		}
 	}
 }
 

@@ -40,8 +40,11 @@ type sim struct {
 	seq        uint64
 	ev         eventHeap
 	rng        *rand.Rand
-	perm       []int32 // scratch for Strict line orders
-	free       []*verbRec
+	perm       []int32         // scratch for Strict line orders
+	recs       []*verbRec      // every verb record, by id
+	free       []*verbRec      // records not in flight
+	waiters    []chan struct{} // token channels, by slot: clients' and starting goroutines'
+	freeSlots  []int32         // slots of started goroutines, for reuse
 	mns        []mnNIC
 	cns        []nic // by compute node id
 	atomicFree map[Addr]int64
@@ -56,10 +59,11 @@ type sim struct {
 
 // simClient is the simulator's state of one Client.
 type simClient struct {
-	c   *Client
-	cn  int
-	ch  chan struct{} // receives the token
-	cpu int64         // CPU time charged but not yet spent, in picoseconds
+	c    *Client
+	cn   int
+	ch   chan struct{} // receives the token
+	slot int32         // index of ch in sim.waiters
+	cpu  int64         // CPU time charged but not yet spent, in picoseconds
 
 	last []verbSpan // per memory node: the latest verb's access window
 
@@ -157,13 +161,18 @@ func (s *sim) dispatch() chan struct{} {
 		s.clock = e.at
 		switch e.kind {
 		case evPost:
-			s.post(e.v)
+			s.post(s.recs[e.ref])
 		case evLine:
-			s.applyLine(e.v, e.line)
+			s.applyLine(s.recs[e.ref], e.line)
 		case evDone:
-			s.done(e.v, e.line)
-		case evWake, evStart:
-			return e.ch
+			s.done(s.recs[e.ref], e.line)
+		case evWake:
+			return s.waiters[e.ref]
+		case evStart:
+			ch := s.waiters[e.ref]
+			s.waiters[e.ref] = nil
+			s.freeSlots = append(s.freeSlots, e.ref)
+			return ch
 		}
 	}
 	return s.idle()
@@ -228,7 +237,7 @@ func (s *sim) exec(_ context.Context, c *Client, ops []Op, signaled bool) error 
 		}
 		tail = v
 	}
-	s.push(event{at: at, kind: evPost, v: head})
+	s.push(event{at: at, kind: evPost, ref: head.id})
 	if !signaled {
 		sc.cpu = at - s.clock
 		s.leave(sc)
@@ -256,7 +265,7 @@ func (s *sim) rpc(_ context.Context, c *Client, mn int, fn func() error) error {
 	m := &s.mns[mn]
 	start := max(t0+s.k.rpcOut, m.cpuFree)
 	m.cpuFree = start + s.k.rpcTime
-	s.push(event{at: m.cpuFree + s.k.rpcBack, kind: evWake, ch: sc.ch})
+	s.push(event{at: m.cpuFree + s.k.rpcBack, kind: evWake, ref: sc.slot})
 	s.block(sc)
 	err := fn()
 	s.leave(sc)
@@ -308,7 +317,7 @@ func (s *sim) cancelWait(sc *simClient, gen uint64, err error) {
 	}
 	s.unpark(sc)
 	sc.wakeErr = err
-	s.push(event{at: s.clock, kind: evWake, ch: sc.ch})
+	s.push(event{at: s.clock, kind: evWake, ref: sc.slot})
 	s.kick()
 }
 
@@ -327,7 +336,7 @@ func (s *sim) signal(c *Client) {
 	s.mu.Lock()
 	if sc.parkIdx >= 0 {
 		s.unpark(sc)
-		s.push(event{at: max(s.clock, sc.parkAt), kind: evWake, ch: sc.ch})
+		s.push(event{at: max(s.clock, sc.parkAt), kind: evWake, ref: sc.slot})
 	} else {
 		sc.permit = true
 	}
@@ -356,7 +365,7 @@ func (s *sim) spawn(fn func()) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
 	s.live++
-	s.push(event{at: s.clock, kind: evStart, ch: ch})
+	s.push(event{at: s.clock, kind: evStart, ref: s.waiterSlot(ch)})
 	closed := s.closed
 	go func() {
 		<-ch
@@ -368,6 +377,18 @@ func (s *sim) spawn(fn func()) {
 		return
 	}
 	s.mu.Unlock()
+}
+
+// waiterSlot registers a token channel and returns its slot.
+func (s *sim) waiterSlot(ch chan struct{}) int32 {
+	if n := len(s.freeSlots); n > 0 {
+		i := s.freeSlots[n-1]
+		s.freeSlots = s.freeSlots[:n-1]
+		s.waiters[i] = ch
+		return i
+	}
+	s.waiters = append(s.waiters, ch)
+	return int32(len(s.waiters) - 1)
 }
 
 // exit ends a goroutine started by Go: it passes the token on.
@@ -405,6 +426,7 @@ func (s *sim) newClient(c *Client) {
 	for len(s.cns) <= sc.cn {
 		s.cns = append(s.cns, nic{})
 	}
+	sc.slot = s.waiterSlot(sc.ch)
 	c.sim = sc
 	s.mu.Unlock()
 }
@@ -417,7 +439,7 @@ func (s *sim) close() {
 	for i, sc := range s.parked {
 		sc.parkIdx = -1
 		sc.wakeErr = ErrClosed
-		s.push(event{at: s.clock, kind: evWake, ch: sc.ch})
+		s.push(event{at: s.clock, kind: evWake, ref: sc.slot})
 		s.parked[i] = nil
 	}
 	s.parked = s.parked[:0]

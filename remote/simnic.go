@@ -102,6 +102,7 @@ type verbSpan struct{ start, end int64 }
 
 // verbRec is one verb in flight. Records are recycled through sim.free.
 type verbRec struct {
+	id       int32    // index in sim.recs
 	next     *verbRec // the next verb of the batch (evPost)
 	sc       *simClient
 	op       *Op    // the caller's Op (signaled) or &own (unsignaled)
@@ -120,7 +121,8 @@ func (s *sim) newVerb(sc *simClient, o *Op, signaled bool) *verbRec {
 		v = s.free[n-1]
 		s.free = s.free[:n-1]
 	} else {
-		v = new(verbRec)
+		v = &verbRec{id: int32(len(s.recs))}
+		s.recs = append(s.recs, v)
 	}
 	v.sc, v.signaled, v.size = sc, signaled, int64(o.size())
 	if signaled {
@@ -237,7 +239,7 @@ func (s *sim) schedule(v *verbRec, start, end int64) {
 		n = int((off+uint64(v.size)-1)/s.k.line - off/s.k.line + 1)
 	}
 	if n == 1 {
-		s.push(event{at: end, kind: evDone, v: v, line: -1})
+		s.push(event{at: end, kind: evDone, ref: v.id, line: -1})
 		return
 	}
 	perm := s.perm[:0]
@@ -251,9 +253,9 @@ func (s *sim) schedule(v *verbRec, start, end int64) {
 	s.perm = perm
 	w := end - start
 	for i := range n - 1 {
-		s.push(event{at: start + w*int64(i+1)/int64(n), kind: evLine, v: v, line: perm[i]})
+		s.push(event{at: start + w*int64(i+1)/int64(n), kind: evLine, ref: v.id, line: perm[i]})
 	}
-	s.push(event{at: end, kind: evDone, v: v, line: perm[n-1]})
+	s.push(event{at: end, kind: evDone, ref: v.id, line: perm[n-1]})
 }
 
 // applyLine applies line i of a Strict-mode READ or WRITE: the part of the
@@ -297,7 +299,7 @@ func (s *sim) done(v *verbRec, line int32) {
 	if v.signaled {
 		sc.arrive = max(sc.arrive, rx+d)
 		if sc.pending--; sc.pending == 0 {
-			s.push(event{at: sc.arrive, kind: evWake, ch: sc.ch})
+			s.push(event{at: sc.arrive, kind: evWake, ref: sc.slot})
 		}
 	}
 	s.freeVerb(v)
