@@ -111,13 +111,14 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // writeFactorTable prints one row per configuration and workload with the
-// throughput gain over the row before.
+// throughput gain of each SMART step over the step before.
 func writeFactorTable(w io.Writer, results []*ycsb.Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\tconfiguration\tMops/s\t× previous\tp50 µs\tp99 µs\trtt/op\tbytes/op\terrors\t")
 	for i, r := range results {
 		gain := "-"
-		if prev := i - 1; prev >= 0 && results[prev].Workload == r.Workload && results[prev].ThroughputOps > 0 {
+		if prev := i - 1; prev >= 0 && results[prev].Workload == r.Workload && results[prev].ThroughputOps > 0 &&
+			strings.HasPrefix(r.Index, "+") {
 			gain = fmt.Sprintf("%.2f", r.ThroughputOps/results[prev].ThroughputOps)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s\t%.2f\t%.2f\t%.2f\t%.0f\t%d\t\n", r.Workload, r.Index, r.ThroughputOps/1e6,

@@ -6,6 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -58,11 +60,14 @@ func plotCurves(dir string, results []*ycsb.Result, idx []string, ws []ycsb.Work
 			p.Legend.Add(name, l, s)
 		}
 		if lo > 0 && hi/lo > 20 {
-			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{}
+			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+			p.Y.Max = hi * 3 // room for the legend
 		} else {
-			p.Y.Min = 0
+			p.Y.Min, p.Y.Max = 0, hi*1.3
+			p.Y.Tick.Marker = ticks
 		}
-		p.Legend.Top = true
+		p.X.Tick.Marker = ticks
+		p.Legend.Top, p.Legend.Left = true, true
 		if err := save(dir, "curve-"+w.Name, panelW, panelH, p); err != nil {
 			return err
 		}
@@ -136,6 +141,8 @@ func plotRatios(dir string, ratios []ratio) error {
 	}
 	p.Add(lab)
 	p.NominalX(labels...)
+	p.Y.Tick.Marker = ticks
+	p.Y.Max = 1.3 * max(slices.Max(measured), slices.Max(paper), 1)
 	p.Legend.Top = true
 	return save(dir, "ratios", max(panelW, vg.Length(len(labels))*1.2*vg.Inch), panelH, p)
 }
@@ -159,9 +166,27 @@ func groupedBars(title, ylabel string, categories, series []string, values [][]f
 		p.Legend.Add(name, b)
 	}
 	p.NominalX(categories...)
+	p.Y.Tick.Marker = ticks
+	var top float64
+	for _, v := range values {
+		top = max(top, slices.Max(v))
+	}
+	p.Y.Max = top * (1.2 + 0.08*float64(len(series))) // room for the legend
 	p.Legend.Top = true
 	return p, nil
 }
+
+// ticks are gonum's default tick positions with labels in %g, so that
+// round values print as "25", not "25.00".
+var ticks = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+	t := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range t {
+		if t[i].Label != "" {
+			t[i].Label = strconv.FormatFloat(t[i].Value, 'g', 4, 64)
+		}
+	}
+	return t
+})
 
 // save writes the plots side by side as name.png and name.svg in dir.
 func save(dir, name string, w, h vg.Length, plots ...*plot.Plot) error {
