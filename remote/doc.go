@@ -15,7 +15,7 @@
 //     model per memory node and per compute node). Select it with
 //     Config.Sim. Exactly one simulated client runs at a time; the same seed
 //     and configuration give bit-identical memory, statistics and virtual
-//     end time.
+//     end time. docs/simulator.md describes the model and its sources.
 //
 // Memory is a region of 8-byte words, each accessed atomically, so concurrent
 // readers may observe torn data at 8-byte granularity exactly as over RDMA,
