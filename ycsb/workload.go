@@ -241,12 +241,6 @@ func NewGenerator(w Workload, keys KeyType, records, ops uint64) (*Generator, er
 	return g, nil
 }
 
-// Workload returns the workload with its defaults filled in.
-func (g *Generator) Workload() Workload { return g.w }
-
-// KeyType returns the key type of the generated keys.
-func (g *Generator) KeyType() KeyType { return g.keys }
-
 // Records returns the number of records of the load phase.
 func (g *Generator) Records() uint64 { return g.records }
 

@@ -141,11 +141,12 @@ func peak(results []*ycsb.Result, index, workload string) float64 {
 // writeTable prints one row per run, then the ratios.
 func (c *comparison) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tindex\tclients\tMops/s\tp50 µs\tp99 µs\trtt/op\tverbs/op\tread B/op\twrite B/op\tcache hit\terrors\t")
+	fmt.Fprintln(tw, "workload\tindex\tclients\tMops/s\tp50 µs\tp99 µs\trtt/op\tverbs/op\tread B/op\twrite B/op\tcache hit\tMN iops\tMN bw\terrors\t")
 	for _, r := range c.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%d×%d\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%s\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d×%d\t%.3f\t%.2f\t%.2f\t%.2f\t%.2f\t%.0f\t%.0f\t%s\t%s\t%s\t%d\t\n",
 			r.Workload, r.Index, r.CNs, r.Clients, r.ThroughputOps/1e6, r.P50US, r.P99US,
-			r.RTTPerOp, r.VerbsPerOp, r.ReadBytesPerOp, r.WriteBytesPerOp, optional(r.CacheHitRatio), r.Errors)
+			r.RTTPerOp, r.VerbsPerOp, r.ReadBytesPerOp, r.WriteBytesPerOp, optional(r.CacheHitRatio),
+			percent(r.MNIOPSUtil), percent(r.MNBWUtil), r.Errors)
 	}
 	if len(c.Ratios) > 0 {
 		fmt.Fprintln(tw) // an empty line ends the column blocks
@@ -167,6 +168,15 @@ func optional(v *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.3f", *v)
+}
+
+// percent prints a utilisation (the busiest memory node NIC's share of
+// its limit) as a percentage.
+func percent(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100**v)
 }
 
 // save writes results.json, table.txt and the plots into dir.

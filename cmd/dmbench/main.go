@@ -26,8 +26,8 @@ Run "dmbench <command> -h" for the flags of a command.
 // defaultCompare is what dmbench runs without arguments: a comparison small
 // enough to finish in well under a minute on two cores.
 var defaultCompare = []string{
-	"--indexes", "smart,sherman", "--workloads", "a,c", "--clients", "2,8",
-	"--records", "20000", "--ops", "20000", "--cns", "2",
+	"--indexes", "smart,sherman", "--workloads", "a,c", "--clients", "4,16",
+	"--records", "50000", "--ops", "50000", "--cns", "2",
 }
 
 func main() {
