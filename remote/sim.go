@@ -59,7 +59,6 @@ type sim struct {
 
 // simClient is the simulator's state of one Client.
 type simClient struct {
-	c    *Client
 	cn   int
 	ch   chan struct{} // receives the token
 	slot int32         // index of ch in sim.waiters
@@ -67,9 +66,10 @@ type simClient struct {
 
 	last []verbSpan // per memory node: the latest verb's access window
 
-	// The signaled batch in flight.
-	pending    int
-	t0, arrive int64
+	// The signaled batch in flight: verbs without a response yet, and the
+	// latest response arrival so far.
+	pending int
+	arrive  int64
 
 	// Wait and Signal.
 	permit  bool
@@ -86,7 +86,7 @@ type simClient struct {
 
 // newSimulator returns the simulator transport of p. cfg is normalized.
 func newSimulator(p *Pool, cfg SimConfig) transport {
-	s := &sim{
+	return &sim{
 		p:          p,
 		prof:       cfg.Profile,
 		k:          newSimConst(cfg.Profile),
@@ -96,7 +96,6 @@ func newSimulator(p *Pool, cfg SimConfig) transport {
 		atomicFree: make(map[Addr]int64),
 		sweepAt:    1024,
 	}
-	return s
 }
 
 func (s *sim) push(e event) {
@@ -244,7 +243,7 @@ func (s *sim) exec(_ context.Context, c *Client, ops []Op, signaled bool) error 
 		return nil
 	}
 	sc.cpu = 0
-	sc.pending, sc.t0, sc.arrive = len(ops), t0, 0
+	sc.pending, sc.arrive = len(ops), 0
 	s.block(sc)
 	lat := s.clock - t0
 	sc.batches++
@@ -420,7 +419,7 @@ func (s *sim) waitAll() error {
 }
 
 func (s *sim) newClient(c *Client) {
-	sc := &simClient{c: c, cn: c.cn.id, ch: make(chan struct{}, 1), parkIdx: -1,
+	sc := &simClient{cn: c.cn.id, ch: make(chan struct{}, 1), parkIdx: -1,
 		last: make([]verbSpan, len(s.mns))}
 	s.mu.Lock()
 	for len(s.cns) <= sc.cn {
