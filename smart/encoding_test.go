@@ -2,7 +2,7 @@ package smart
 
 import (
 	"bytes"
-		"testing"
+	"testing"
 
 	"github.com/dmindex/dmindex/remote"
 )

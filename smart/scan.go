@@ -18,10 +18,6 @@ import (
 // yielded exactly once even while leaves split or move.
 func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
 	return func(yield func(KV, error) bool) {
-		if len(lo) > MaxKeyLen || len(hi) > MaxKeyLen {
-			yield(KV{}, ErrKeyTooLong)
-			return
-		}
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return
 		}
@@ -150,7 +146,7 @@ func (sc *scanner) leaves(ctx context.Context, f *frame, n int, yield func(KV, e
 			var err error
 			if st == leafTorn {
 				err = s.retry()
-			} else if c, err = s.reread(ctx, c); err == nil && !c.sl.isLeaf() {
+			} else if c, err = s.reread(ctx, c); err == nil && (!c.sl.isLeaf() || c.sl.isTombstone()) {
 				// Split into a node, or deleted: let the main loop handle it.
 				f.items[f.i] = c
 				if c.sl.isTombstone() {

@@ -125,8 +125,8 @@ func mix64(x uint64) uint64 {
 // are generous; chunks are small because the concurrent tests run hundreds
 // of clients, each with a chunk per memory node.
 const (
-	poolNodeBytes  = 128 << 20
-	poolChunkBytes = 256 << 10
+	poolNodeBytes  = 512 << 20
+	poolChunkBytes = 64 << 10
 )
 
 // localConfig is the pool configuration of local-mode tests.
@@ -329,6 +329,9 @@ func isContention(err error) bool { return errors.Is(err, smart.ErrContention) }
 
 // fmtKey formats a key for messages.
 func fmtKey(k []byte) string {
+	if k == nil {
+		return "nil"
+	}
 	if len(k) > 48 {
 		return fmt.Sprintf("%q…(%d bytes)", k[:48], len(k))
 	}
