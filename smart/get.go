@@ -20,10 +20,8 @@ func (t *Tree) Get(ctx context.Context, key []byte) (value []byte, found bool, e
 	}
 	defer t.release(s)
 	s.enc = appendEncoded(s.enc[:0], key)
-	err = s.attempt(ctx, "get", func() error {
-		value, found, err = s.get(ctx, key)
-		return err
-	})
+	s.ctx, s.key = ctx, key
+	value, found, err = t.rd.Read(ctx, s.c, key, s.getFn)
 	return value, found, wrapRemote(err)
 }
 
@@ -38,9 +36,20 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			return nil, false, err
 		}
 		if d.out != atLeaf {
+			if !s.sealed {
+				// The key is absent from a node read before the window was
+				// sealed: seal and search again, so every delegated reader
+				// gets a result read after it arrived.
+				s.seal()
+				if cur, err = s.root(ctx); err != nil {
+					return nil, false, err
+				}
+				continue
+			}
 			return nil, false, nil
 		}
 		cur = d.cur
+		s.seal()
 		v, st, err := s.readLeaf(ctx, cur.sl)
 		if err != nil {
 			return nil, false, err

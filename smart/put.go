@@ -27,10 +27,13 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 	}
 	defer t.release(s)
 	s.enc = appendEncoded(s.enc[:0], key)
-	return wrapRemote(s.attempt(ctx, "put", func() error { return s.put(ctx, key, value) }))
+	s.ctx, s.key, s.val = ctx, key, value
+	return wrapRemote(t.rd.Write(ctx, s.c, key, value, s.putFn))
 }
 
-func (s *session) put(ctx context.Context, key, value []byte) error {
+// put runs one attempt of Put. The value to publish is read with s.value()
+// right before the verb that publishes it (write combining).
+func (s *session) put(ctx context.Context, key []byte) error {
 	cur, err := s.root(ctx)
 	if err != nil {
 		return err
@@ -43,13 +46,13 @@ func (s *session) put(ctx context.Context, key, value []byte) error {
 		var done bool
 		switch d.out {
 		case atLeaf:
-			done, cur, err = s.putAtLeaf(ctx, d.cur, key, value)
+			done, cur, err = s.putAtLeaf(ctx, d.cur, key)
 		case atTomb:
-			done, cur, err = s.installLeaf(ctx, d.cur, key, value)
+			done, cur, err = s.installLeaf(ctx, d.cur, key, s.value())
 		case atMissing:
-			done, cur, err = s.insertIntoNode(ctx, d, key, value)
+			done, cur, err = s.insertIntoNode(ctx, d, key, s.value())
 		case atMismatch:
-			done, cur, err = s.splitHeader(ctx, d, key, value)
+			done, cur, err = s.splitHeader(ctx, d, key, s.value())
 		default:
 			err = corruptf("key encoding ends inside node %v", s.node.addr)
 		}
@@ -62,9 +65,9 @@ func (s *session) put(ctx context.Context, key, value []byte) error {
 // putAtLeaf handles a leaf on the key's path: update it if it holds the
 // key, split it otherwise. It returns the cursor to continue from when a CAS
 // lost a race.
-func (s *session) putAtLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
+func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, cursor, error) {
 	if s.t.opts.OutOfPlaceLeaves {
-		return s.putRCU(ctx, cur, key, value)
+		return s.putRCU(ctx, cur, key)
 	}
 	for attempt := 0; ; attempt++ {
 		v, st, lockOld, err := s.lockAndRead(ctx, cur.sl)
@@ -91,7 +94,7 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key, value []byte) 
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
 			}
-			return s.splitLeaf(ctx, cur, v, key, value)
+			return s.splitLeaf(ctx, cur, v, key, s.value())
 		case !locked:
 			if attempt >= maxLockAttempts {
 				return false, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
@@ -100,6 +103,7 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key, value []byte) 
 			continue
 		}
 		// The leaf is ours.
+		value := s.value()
 		if leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
 			return true, cur, s.writeInPlace(ctx, cur.sl, key, value)
 		}
@@ -221,7 +225,7 @@ func (s *session) relocate(ctx context.Context, from cursor, leaf slot) (cursor,
 
 // putRCU is the out-of-place (RCU) leaf variant of Options.OutOfPlaceLeaves:
 // no lock; a new leaf replaces the old one with a CAS on the slot.
-func (s *session) putRCU(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
+func (s *session) putRCU(ctx context.Context, cur cursor, key []byte) (bool, cursor, error) {
 	v, st, err := s.readLeaf(ctx, cur.sl)
 	if err != nil {
 		return false, cur, err
@@ -234,8 +238,9 @@ func (s *session) putRCU(ctx context.Context, cur cursor, key, value []byte) (bo
 		return false, cur, err
 	}
 	if !v.matches(key) {
-		return s.splitLeaf(ctx, cur, v, key, value)
+		return s.splitLeaf(ctx, cur, v, key, s.value())
 	}
+	value := s.value()
 	class := classFor(leafPayload(len(key), len(value)))
 	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -27,6 +28,16 @@ type session struct {
 	pieces  []piece // the WRITEs of staged
 	word    [8]byte
 	retries int // re-reads in the current attempt
+
+	// The current operation, for the RDWC callbacks (built once per
+	// session, so an operation allocates no closure).
+	ctx    context.Context
+	key    []byte
+	val    []byte
+	win    *rdwc.Window
+	sealed bool // seal was called in the current read window
+	getFn  func(*rdwc.Window) ([]byte, bool, error)
+	putFn  func(*rdwc.Window) error
 }
 
 // maxLocalRetries bounds re-reads of one slot (stale header, torn or
@@ -52,10 +63,44 @@ func (t *Tree) session() (*session, error) {
 		return s, nil
 	}
 	t.mu.Unlock()
-	return &session{t: t, c: t.cn.NewClient(), leafBuf: make([]byte, 256)}, nil
+	s := &session{t: t, c: t.cn.NewClient(), leafBuf: make([]byte, 256)}
+	s.getFn = func(w *rdwc.Window) ([]byte, bool, error) {
+		s.win, s.sealed = w, false
+		var v []byte
+		var found bool
+		err := s.attempt(s.ctx, "get", func() (err error) {
+			v, found, err = s.get(s.ctx, s.key)
+			return err
+		})
+		return v, found, err
+	}
+	s.putFn = func(w *rdwc.Window) error {
+		s.win = w
+		return s.attempt(s.ctx, "put", func() error { return s.put(s.ctx, s.key) })
+	}
+	return s, nil
+}
+
+// seal closes the current read window to new joiners: called right before
+// the verb whose result the search returns.
+func (s *session) seal() {
+	s.sealed = true
+	if s.win != nil {
+		s.win.Seal()
+	}
+}
+
+// value returns the value to publish: the latest combined value, read right
+// before the verb that publishes it.
+func (s *session) value() []byte {
+	if s.win != nil {
+		return s.win.Value()
+	}
+	return s.val
 }
 
 func (t *Tree) release(s *session) {
+	s.ctx, s.key, s.val, s.win = nil, nil, nil, nil
 	t.mu.Lock()
 	t.free = append(t.free, s)
 	t.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -21,6 +22,7 @@ type Tree struct {
 	retryBudget int
 	backoffUnit time.Duration
 	closed      atomic.Bool
+	rd          *rdwc.Table // read delegation and write combining
 
 	mu   sync.Mutex // guards free; never held across a verb
 	free []*session
@@ -49,7 +51,8 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, fmt.Errorf("smart: pool of %d memory nodes of %d bytes exceeds the slot address space (%d nodes of %d bytes)",
 			p.MemoryNodes(), p.Config().NodeBytes, maxSlotMN, int64(maxSlotOffset))
 	}
-	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget, backoffUnit: 100 * time.Nanosecond}
+	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget, backoffUnit: 100 * time.Nanosecond,
+		rd: rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining})}
 	s, err := t.session()
 	if err != nil {
 		return nil, err
@@ -100,7 +103,9 @@ func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 // Close releases the tree's compute-node state; later calls return
 // ErrClosed. The remote tree stays for other compute nodes.
 func (t *Tree) Close() error {
-	t.closed.Store(true)
+	if !t.closed.Swap(true) {
+		t.rd.Close(ErrClosed)
+	}
 	return nil
 }
 
