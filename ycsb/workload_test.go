@@ -34,7 +34,7 @@ func TestPresets(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		s := g.Stream(*seedFlag)
-		const draws = 100_000
+		draws := scaled(100_000)
 		var counts [numOpKinds]int
 		for range draws {
 			op := s.Next()

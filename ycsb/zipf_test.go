@@ -16,6 +16,15 @@ func testRand(t *testing.T) *rand.Rand {
 	return rand.New(rand.NewPCG(*seedFlag, 0))
 }
 
+// scaled returns n draws, or a fifth of them with -short (the tolerances
+// of within scale with the draws).
+func scaled(n int) int {
+	if testing.Short() {
+		return n / 5
+	}
+	return n
+}
+
 // within fails unless the observed count of an event of probability p in n
 // draws is within 5 standard deviations of n·p.
 func within(t *testing.T, what string, count, n int, p float64) {
@@ -71,7 +80,7 @@ func grayProb(k, n uint64, theta float64) float64 {
 
 func TestZipfianTopRanks(t *testing.T) {
 	r := testRand(t)
-	const draws = 1_000_000
+	draws := scaled(1_000_000)
 	for _, n := range []uint64{1000, 100_000} {
 		z := NewZipfian(0, n-1, DefaultZipfTheta)
 		counts := make(map[uint64]int)
@@ -95,7 +104,8 @@ func TestZipfianTopRanks(t *testing.T) {
 
 func TestScrambledZipfianHotKeys(t *testing.T) {
 	r := testRand(t)
-	const n, draws = 1_000_000, 1_000_000
+	const n = 1_000_000
+	draws := scaled(1_000_000)
 	s := NewScrambledZipfian(0, n-1, DefaultZipfTheta)
 	counts := make(map[uint64]int)
 	for range draws {
@@ -114,7 +124,8 @@ func TestScrambledZipfianHotKeys(t *testing.T) {
 
 func TestLatest(t *testing.T) {
 	r := testRand(t)
-	const records, draws = 10_000, 300_000
+	const records = 10_000
+	draws := scaled(300_000)
 	w, _ := Preset("d")
 	g, err := NewGenerator(w, KeyInt, records, 1000)
 	if err != nil {
@@ -159,7 +170,7 @@ func TestScanLengthsUniform(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := g.Stream(r.Uint64())
-	const draws = 200_000
+	draws := scaled(200_000)
 	var counts [101]int
 	scans := 0
 	for range draws {
