@@ -121,7 +121,7 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 	cfg := &r.cfg
 	res := &Result{
 		Index: cfg.Index, Workload: cfg.Workload.Name, Keys: cfg.Keys.String(), Mode: cfg.Mode.String(),
-		Records: cfg.Records, Ops: cfg.Ops, ValueSize: r.value,
+		Records: cfg.Records, Ops: cfg.Ops, ValueSize: cfg.ValueSize,
 		MNs: cfg.MemoryNodes, CNs: cfg.ComputeNodes, Clients: cfg.ClientsPerCN,
 		CacheMB: float64(max(cfg.CacheBytes, 0)) / (1 << 20), Seed: cfg.Seed,
 	}
@@ -151,12 +151,21 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 	res.LoadRunTimeMS = float64(load.end-load.start) / float64(time.Millisecond)
 	res.LoadThroughputOps = rate(loadOps, load.end-load.start)
 
+	res.setLatencies(run.hists)
+	res.setRemote(r.pool, before, after, elapsed)
+	res.AppBytesPerOp = per(uint64(appBytes), res.Completed)
+	return res
+}
+
+// setLatencies merges the compute nodes' histograms into the overall
+// percentiles and YCSB's per-operation blocks.
+func (res *Result) setLatencies(hists []*histSet) {
 	overall := newHist()
 	var overallSum int64
 	var merged [numOpKinds][2]*hdrhistogram.Histogram
 	var sums [numOpKinds][2]int64
 	var returns [numOpKinds][numStatuses]int64
-	for _, hs := range run.hists {
+	for _, hs := range hists {
 		if hs.overall != nil {
 			overall.Merge(hs.overall)
 			overallSum += hs.sumOverall
@@ -211,6 +220,11 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 		}
 	}
 
+}
+
+// setRemote sets the per-operation remote I/O, the cache hit ratio and the
+// NIC utilisation of the run phase, which lasted elapsed.
+func (res *Result) setRemote(pool *remote.Pool, before, after snapshot, elapsed time.Duration) {
 	d := after.stats.Sub(before.stats)
 	n := res.Completed
 	res.RTTPerOp = per(d.RoundTrips, n)
@@ -219,11 +233,10 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 	res.WriteBytesPerOp = per(d.WriteBytes, n)
 	res.CASFailuresPerOp = per(d.CASFailures, n)
 	res.RPCsPerOp = per(d.RPCs, n)
-	res.AppBytesPerOp = per(uint64(appBytes), n)
 	if after.caches {
 		res.CacheHitRatio = ratio(float64(after.hits-before.hits), float64(after.looks-before.looks))
 	}
-	if p := r.pool.Config().Sim; p != nil && elapsed > 0 && len(after.report.MemoryNodes) > 0 {
+	if p := pool.Config().Sim; p != nil && elapsed > 0 && len(after.report.MemoryNodes) > 0 {
 		secs := elapsed.Seconds()
 		var iops, bw float64
 		for i, a := range after.report.MemoryNodes {
@@ -237,7 +250,6 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 		}
 		res.MNIOPSUtil, res.MNBWUtil = &iops, &bw
 	}
-	return res
 }
 
 func rate(ops int64, d time.Duration) float64 {

@@ -156,10 +156,9 @@ func (s opStatus) String() string {
 
 // runner is the state of one Run.
 type runner struct {
-	cfg   Config
-	pool  *remote.Pool
-	idx   []smart.Index
-	value int // value size
+	cfg  Config
+	pool *remote.Pool
+	idx  []smart.Index
 }
 
 // Run executes the load phase and the run phase of cfg and returns the
@@ -190,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer pool.Close()
-	r := &runner{cfg: cfg, pool: pool, value: cfg.ValueSize}
+	r := &runner{cfg: cfg, pool: pool}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
@@ -251,10 +250,10 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.LoadTrace != nil && cfg.RunTrace == nil {
 		return cfg, errors.New("ycsb: a load trace needs a run trace")
 	}
-	if cfg.RunTrace != nil {
+	switch {
+	case cfg.RunTrace != nil:
 		cfg.Records, cfg.Ops = int64(len(cfg.LoadTrace)), int64(len(cfg.RunTrace))
-	}
-	if cfg.Workload.LoadOnly {
+	case cfg.Workload.LoadOnly:
 		cfg.Ops = cfg.Records
 	}
 	if cfg.NodeBytes == 0 {
@@ -276,7 +275,7 @@ func (r *runner) seed(i, p int) uint64 {
 // open opens one index per compute node, one after the other, inside a
 // client so that opening may issue verbs.
 func (r *runner) open() error {
-	ic := IndexConfig{Name: "ycsb", KeySize: r.cfg.Keys.MaxLen(), ValueSize: r.value, CacheBytes: r.cfg.CacheBytes}
+	ic := IndexConfig{Name: "ycsb", KeySize: r.cfg.Keys.MaxLen(), ValueSize: r.cfg.ValueSize, CacheBytes: r.cfg.CacheBytes}
 	for _, op := range r.cfg.LoadTrace {
 		ic.KeySize = max(ic.KeySize, len(op.Key))
 	}
@@ -475,7 +474,7 @@ func (r *runner) phase(ctx context.Context, abort bool, src func(i, n int) sourc
 // clock, which in the simulator is the running client's virtual time. With
 // abort set the client stops at its first error.
 func (r *runner) client(ctx context.Context, ix smart.Index, hs *histSet, s source, c *clientStats, vals *rand.Rand, abort bool) {
-	value := make([]byte, r.value)
+	value := make([]byte, r.cfg.ValueSize)
 	var pending int64
 	for ctx.Err() == nil {
 		op, ok := s.next()
