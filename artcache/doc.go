@@ -1,0 +1,53 @@
+// Package artcache is a compute node's cache of SMART internal nodes (SMART
+// §4.4.3): each entry is a snapshot of one remote node, keyed by the node's
+// key prefix, the key bytes a search has matched when it reaches the node.
+// A search asks Lookup for the deepest cached node with a slot for its next
+// key byte and starts its remote traversal there; after reading a node it
+// validates the entry (reverse pointer, node type), Invalidates a stale one
+// and Inserts fresh snapshots.
+//
+// # Index
+//
+// Entries are indexed by a local adaptive radix tree: inner nodes of four
+// kinds (4 and 16 sorted keys, 48 behind a byte index, 256 direct) that grow
+// and shrink with their child count, and path compression, so a byte shared
+// by many prefixes is stored once. Node prefixes are prefixes of their
+// descendants' prefixes, so entries live both at leaves (the Entry is the
+// leaf, with no separate node) and at inner positions (an inner node holds
+// the entry whose prefix ends where it is). Removing an entry restores the
+// tree's canonical form: a childless inner node becomes its entry's leaf,
+// an inner node with neither entry nor a second child merges into its
+// child. Options.Hash selects a hash map of full prefixes instead, the
+// baseline of the factor analysis. Any prefix is a valid key, including the
+// empty prefix of the root node.
+//
+// # Memory
+//
+// Stats.Bytes is the memory the cache holds, counted exactly: every entry
+// (the Entry struct plus 8 bytes per slot word), every inner node of the
+// ART (its struct size by kind) and every stored prefix byte (each node's
+// compressed path). The hash index instead counts, per entry, a map slot
+// and the entry's full prefix. On 64-bit platforms an Entry is 112 bytes,
+// an inner node 80 (node4), 184 (node16), 680 (node48) or 2088 (node256)
+// bytes and a map slot 32 bytes. Fixed per-cache overhead and allocator
+// rounding are not counted. Insert evicts until Bytes is within
+// Options.Bytes, and an empty cache accounts 0 bytes.
+//
+// For the prefixes of a SMART tree of e-mail keys (mean prefix 17.5 bytes)
+// the ART index costs about 30 bytes per entry and the hash index about 50,
+// so the ART cache holds more nodes under the same budget.
+//
+// # Eviction
+//
+// CLOCK: Lookup and Get set an entry's reference bit (an atomic store, under
+// the read lock); the hand evicts the first entry whose bit is clear and
+// clears the bits it passes. New entries join just behind the hand. The
+// policy is deterministic: it uses no clock, map order or random source, so
+// a simulation replays bit for bit.
+//
+// # Concurrency
+//
+// A Cache is safe for concurrent use. Entries are immutable once inserted,
+// so an entry returned by Lookup stays usable after it is evicted: it is a
+// snapshot, to be validated against remote memory anyway.
+package artcache

@@ -1,0 +1,101 @@
+package artcache
+
+import (
+	"slices"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Entry is an immutable snapshot of one remote internal node. The cache
+// never changes its exported fields, and neither may the caller once the
+// entry is inserted: readers use an entry without a lock, even after it was
+// evicted.
+type Entry struct {
+	// leaf is the entry's place in its index: an ART leaf header when the
+	// entry is a leaf of the local ART (it must be the first field). It
+	// also records whether and how the entry is cached.
+	leaf node
+
+	Addr   uint64   // remote address of the node
+	Parent uint64   // remote address of the slot that pointed to the node when it was read
+	Header uint64   // the node's header word as read
+	Slots  []uint64 // the node's slot words as read (len = the node type's capacity: 4..256)
+	Level  int      // number of internal nodes above it (root = 0), for statistics
+
+	prev, next *Entry      // neighbours in the CLOCK ring
+	ref        atomic.Bool // CLOCK reference bit: set by a hit, cleared by the hand
+}
+
+// entryStructBytes is the fixed part of an entry's memory.
+const entryStructBytes = int64(unsafe.Sizeof(Entry{}))
+
+// bytes returns the memory e accounts for: the struct and its slot words.
+func (e *Entry) bytes() int64 { return entryStructBytes + 8*int64(len(e.Slots)) }
+
+// slot returns the index of the first non-empty slot whose partial key (low
+// 8 bits) is b, or -1.
+func (e *Entry) slot(b byte) int {
+	for i, w := range e.Slots {
+		if w != 0 && byte(w) == b {
+			return i
+		}
+	}
+	return -1
+}
+
+// NewEntry returns an entry for the node at addr holding a copy of slots.
+// When len(slots) is a SMART node capacity (4, 8, 16, …, 256) the entry and
+// its slot words are one heap allocation, so the slots of a node read into a
+// reused buffer are cached at the cost of a single allocation.
+func NewEntry(addr, parent, header uint64, slots []uint64, level int) *Entry {
+	var e *Entry
+	switch len(slots) {
+	case 4:
+		x := new(struct {
+			e Entry
+			s [4]uint64
+		})
+		e, x.e.Slots = &x.e, x.s[:]
+	case 8:
+		x := new(struct {
+			e Entry
+			s [8]uint64
+		})
+		e, x.e.Slots = &x.e, x.s[:]
+	case 16:
+		x := new(struct {
+			e Entry
+			s [16]uint64
+		})
+		e, x.e.Slots = &x.e, x.s[:]
+	case 32:
+		x := new(struct {
+			e Entry
+			s [32]uint64
+		})
+		e, x.e.Slots = &x.e, x.s[:]
+	case 64:
+		x := new(struct {
+			e Entry
+			s [64]uint64
+		})
+		e, x.e.Slots = &x.e, x.s[:]
+	case 128:
+		x := new(struct {
+			e Entry
+			s [128]uint64
+		})
+		e, x.e.Slots = &x.e, x.s[:]
+	case 256:
+		x := new(struct {
+			e Entry
+			s [256]uint64
+		})
+		e, x.e.Slots = &x.e, x.s[:]
+	default:
+		e = &Entry{Slots: slices.Clone(slots)}
+	}
+	copy(e.Slots, slots)
+	e.Addr, e.Parent, e.Header, e.Level = addr, parent, header, level
+	return e
+}
