@@ -91,15 +91,15 @@ var mutantCases = []struct {
 	mutant, battery, want string
 }{
 	{"drop-put", "oracle", "FAIL"},
-	{"drop-put", "concurrent", "disjoint-inserts"},
+	{"drop-put", "concurrent", "FAIL"},
 	{"stale-get", "oracle", "value"},
 	{"delete-lies", "oracle", "Delete"},
 	{"scan-skip", "scan", "random-bounds"},
 	{"scan-eager", "scan", "does not fetch incrementally"},
 	{"scan-alias", "basic", "yielded by Scan"},
 	{"alias-key", "basic", "passed to Put"},
-	{"no-key-limit", "errors", "ErrKeyTooLong"},
-	{"no-value-limit", "errors", "ErrValueTooLarge"},
+	{"no-key-limit", "errors", "key too long"},
+	{"no-value-limit", "errors", "value too large"},
 	{"no-closed", "errors", "index: closed"},
 	{"ignore-ctx", "errors", "context canceled"},
 	{"stale-cache", "oracle", "compute node"},

@@ -92,7 +92,7 @@ func checkLinearizable(t testing.TB, history []porcupine.Operation, what string)
 		return
 	}
 	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(linModel, history, 60*time.Second)
+	res, info := porcupine.CheckOperationsVerbose(linModel, history, 30*time.Second)
 	t.Logf("%s: %d operations checked in %v: %v", what, len(history), time.Since(start).Round(time.Millisecond), res)
 	switch res {
 	case porcupine.Ok:
@@ -135,8 +135,8 @@ func RunLinearizable(t *testing.T, tg Target) {
 	}
 	modes := []mode{
 		{name: "local", cns: 3, per: 6, ops: 500, shortCNs: 2, shortPers: 4, shortOps: 150},
-		{name: "sim-inorder", sim: true, ordering: remote.InOrder, cns: 4, per: 16, ops: 120, shortCNs: 2, shortPers: 8, shortOps: 40},
-		{name: "sim-strict", sim: true, ordering: remote.Strict, cns: 4, per: 16, ops: 120, shortCNs: 2, shortPers: 8, shortOps: 40},
+		{name: "sim-inorder", sim: true, ordering: remote.InOrder, cns: 2, per: 8, ops: 300, shortCNs: 2, shortPers: 6, shortOps: 50},
+		{name: "sim-strict", sim: true, ordering: remote.Strict, cns: 2, per: 8, ops: 300, shortCNs: 2, shortPers: 6, shortOps: 50},
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -155,7 +155,7 @@ func RunLinearizable(t *testing.T, tg Target) {
 				var c atomic.Int64
 				clock = func() int64 { return c.Add(1) }
 			}
-			w := &workload{tg: tg, perCN: per, ops: ops, ownKeys: 1, hot: 5, seed: seed, clock: clock, hotOnly: true}
+			w := &workload{tg: tg, perCN: per, ops: ops, ownKeys: 1, hot: 6, seed: seed, clock: clock, hotOnly: true}
 			out := runMixed(t.Context(), tg, pool, w, cns)
 			for _, p := range out.problems {
 				t.Error(p)

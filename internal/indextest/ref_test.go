@@ -45,6 +45,7 @@ type refEntry struct {
 	addr remote.Addr // 0 for an empty value
 	n    int
 	prev *refEntry // the previous version (mutant stale-get)
+	kb   []byte    // the key as bytes, shared with scans (mutant scan-alias)
 }
 
 type refRegKey struct {
@@ -185,8 +186,11 @@ func (x *refIndex) Put(ctx context.Context, key, value []byte) error {
 		return fmt.Errorf("%w: %d bytes", smart.ErrValueTooLarge, len(value))
 	}
 	e := refEntry{key: string(key), n: len(value)}
-	if x.mutant == "alias-key" {
+	switch x.mutant {
+	case "alias-key":
 		e.key = unsafe.String(&key[0], len(key))
+	case "scan-alias":
+		e.kb = []byte(e.key)
 	}
 	if len(value) > 0 {
 		c := x.client()
@@ -320,7 +324,7 @@ func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, 
 				}
 				k := []byte(e.key)
 				if x.mutant == "scan-alias" {
-					k = unsafe.Slice(unsafe.StringData(e.key), len(e.key))
+					k = e.kb
 				}
 				if !yield(smart.KV{Key: k, Value: vals[i]}, nil) {
 					return

@@ -94,7 +94,9 @@ type workload struct {
 	hotKeys [][]byte
 	stables []okv // sorted
 	ids     map[string]int
+	// hotPct is the share of operations on the hot keys, in percent;
 	// hotOnly makes every operation a hot-key operation.
+	hotPct  int
 	hotOnly bool
 	// digest hashes the final full scan (set by finalCheck).
 	digest uint64
@@ -202,11 +204,10 @@ func (w *workload) worker(ctx context.Context, g int, idx smart.Index, res *wlRe
 	}
 	for range w.ops {
 		res.ops++
-		x := r.IntN(100)
-		if w.hot == 0 && x >= 85 {
-			x -= 15
-		}
-		if w.hotOnly {
+		// x < 85 picks a non-hot operation by its share; hotPct of the
+		// operations go to the hot keys.
+		x := r.IntN(85)
+		if w.hotOnly || (w.hot > 0 && r.IntN(100) < w.hotPct) {
 			x = 100
 		}
 		switch {
