@@ -108,6 +108,13 @@ var mutantCases = []struct {
 	{"racy-delete", "linearizable", "not linearizable"},
 	{"scan-by-rank", "concurrent", "scan-with-writers"},
 	{"verify-fails", "keys", "mutant verify-fails"},
+	{"zero-pad", "keys", "zero-chain"},
+	{"zero-pad", "keys", "extreme-bytes"},
+	{"scan-hi-inclusive", "scan", "edge-bounds"},
+	{"torn-put", "concurrent", "same-key-contention"},
+	{"torn-put", "linearizable", "not linearizable"},
+	{"racy-open", "concurrent", "empty-start"},
+	{"racy-open", "sim", "empty-start"},
 	{"verify-fails", "concurrent", "mutant verify-fails"},
 }
 

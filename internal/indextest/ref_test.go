@@ -67,15 +67,35 @@ func refTarget(mutant string) Target {
 		MaxKeyLen:   255,
 		MaxValueLen: 64 << 10,
 		Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
-			v, _ := refRegistry.LoadOrStore(refRegKey{cn.Pool(), name}, &refShared{
-				bt: btree.NewG(8, func(a, b refEntry) bool { return a.key < b.key }),
-			})
+			key := refRegKey{cn.Pool(), name}
+			fresh := &refShared{bt: btree.NewG(8, func(a, b refEntry) bool { return a.key < b.key })}
+			v, _ := refRegistry.LoadOrStore(key, fresh)
+			if mutant == "racy-open" {
+				// Creates the root without a compare-and-swap: concurrent
+				// openers may each install their own.
+				if _, ok := refRegistry.Load(key); ok && v == fresh {
+					pause(cn)
+					v = &refShared{bt: fresh.bt.Clone()}
+					refRegistry.Store(key, v)
+				}
+			}
 			return &refIndex{sh: v.(*refShared), cn: cn, maxKey: 255, maxVal: 64 << 10, mutant: mutant,
 				cache: make(map[string]refEntry)}, nil
 		},
 		Verify: func(ctx context.Context, idx smart.Index) error { return idx.(*refIndex).verify(ctx) },
 	}
 	return tg
+}
+
+// pause lets other clients run, also in the simulator, whose scheduler
+// switches clients only at verbs: it yields and then reads a word.
+func pause(cn *remote.ComputeNode) {
+	runtime.Gosched()
+	c := cn.NewClient()
+	a, err := c.Named(context.Background(), "indextest-pause", 8)
+	if err == nil {
+		c.Read(context.Background(), a, make([]byte, 8))
+	}
 }
 
 func (x *refIndex) client() *remote.Client {
@@ -135,11 +155,24 @@ func (x *refIndex) read(ctx context.Context, e refEntry) ([]byte, error) {
 	return buf, nil
 }
 
+// norm is the identity, except for the mutant zero-pad, which drops
+// trailing 0x00 bytes as a store padding keys with zeros would.
+func (x *refIndex) norm(key []byte) []byte {
+	if x.mutant != "zero-pad" {
+		return key
+	}
+	for len(key) > 1 && key[len(key)-1] == 0 {
+		key = key[:len(key)-1]
+	}
+	return key
+}
+
 // Get implements smart.Index.
 func (x *refIndex) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	if err := x.check(ctx, key); err != nil {
 		return nil, false, err
 	}
+	key = x.norm(key)
 	if x.mutant == "stale-cache" {
 		x.mu.Lock()
 		e, ok := x.cache[string(key)]
@@ -185,6 +218,7 @@ func (x *refIndex) Put(ctx context.Context, key, value []byte) error {
 	if len(value) > x.maxVal && x.mutant != "no-value-limit" {
 		return fmt.Errorf("%w: %d bytes", smart.ErrValueTooLarge, len(value))
 	}
+	key = x.norm(key)
 	e := refEntry{key: string(key), n: len(value)}
 	switch x.mutant {
 	case "alias-key":
@@ -195,6 +229,14 @@ func (x *refIndex) Put(ctx context.Context, key, value []byte) error {
 	if len(value) > 0 {
 		c := x.client()
 		a, err := c.Alloc(x.vctx(ctx), len(value))
+		if err == nil && x.mutant == "torn-put" {
+			// Publishes the entry before its value is written.
+			e.addr = a
+			x.sh.mu.Lock()
+			x.sh.bt.ReplaceOrInsert(e)
+			x.sh.mu.Unlock()
+			pause(x.cn)
+		}
 		if err == nil {
 			err = c.Write(x.vctx(ctx), a, value)
 		}
@@ -229,6 +271,7 @@ func (x *refIndex) Delete(ctx context.Context, key []byte) (bool, error) {
 	if err := x.check(ctx, key); err != nil {
 		return false, err
 	}
+	key = x.norm(key)
 	if x.mutant == "stale-cache" {
 		x.mu.Lock()
 		x.cache[string(key)] = refEntry{}
@@ -239,7 +282,7 @@ func (x *refIndex) Delete(ctx context.Context, key []byte) (bool, error) {
 		x.sh.mu.Lock()
 		_, found := x.sh.bt.Get(refEntry{key: string(key)})
 		x.sh.mu.Unlock()
-		runtime.Gosched()
+		pause(x.cn)
 		x.sh.mu.Lock()
 		x.sh.bt.Delete(refEntry{key: string(key)})
 		x.sh.mu.Unlock()
@@ -273,7 +316,7 @@ func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, 
 			var es []refEntry
 			x.sh.mu.Lock()
 			visit := func(e refEntry) bool {
-				if hi != nil && e.key >= string(hi) {
+				if hi != nil && (e.key > string(hi) || e.key == string(hi) && x.mutant != "scan-hi-inclusive") {
 					return false
 				}
 				es = append(es, e)
