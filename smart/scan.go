@@ -3,6 +3,7 @@ package smart
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"iter"
 	"slices"
 
@@ -10,15 +11,26 @@ import (
 )
 
 // Scan yields the pairs with lo <= key < hi in ascending order (nil hi: no
-// upper bound). It walks the tree depth first in partial-key order, reading
-// one node at a time and the leaves under a node in batches (one round trip
-// for up to scanWindow leaves, the window doubling from scanFirstWindow), so
-// stopping early reads little beyond what was yielded. A leaf found retired
-// sends the scan back to its slot, so a key present for the whole scan is
-// yielded exactly once even while leaves split or move.
+// upper bound).
+//
+// The scan keeps a frontier: the not yet yielded parts of the range as a
+// list of slots in key order. Each round reads the first unresolved slots
+// of the frontier in one batch, nodes and leaves alike (parallel reads per
+// level), replaces each node read by its children that intersect the range,
+// and yields the leaves at the front. A round reads entries in key order up
+// to a byte budget that starts at scanFirstRound and, once pairs are being
+// yielded, doubles every round up to scanMaxRound, so stopping early reads
+// little beyond what was yielded.
+// A leaf found retired sends the scan back to its slot (the same position in
+// key order), so a key present for the whole scan is yielded exactly once
+// even while leaves split or move.
 func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
 	return func(yield func(KV, error) bool) {
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
+			return
+		}
+		if t.closed.Load() {
+			yield(KV{}, ErrClosed)
 			return
 		}
 		s, err := t.session()
@@ -27,35 +39,42 @@ func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
 			return
 		}
 		defer t.release(s)
-		sc := scanner{s: s, lo: lo, hi: hi, elo: appendEncoded(nil, lo), window: scanFirstWindow}
+		sc := scanner{s: s, lo: lo, hi: hi, elo: appendEncoded(nil, lo), budget: scanFirstRound}
 		if hi != nil {
 			sc.ehi = appendEncoded(nil, hi)
 		}
-		if err := sc.run(ctx, yield); err != nil {
+		if err := sc.run(ctx, yield); err != nil && err != errStop {
 			yield(KV{}, wrapRemote(err))
 		}
 	}
 }
 
+// The bytes one scan round reads (at least one entry) start at
+// scanFirstRound and double up to scanMaxRound.
 const (
-	scanFirstWindow = 8
-	scanWindow      = 64
+	scanFirstRound = 2 << 10
+	scanMaxRound   = 64 << 10
 )
+
+// entry is one slot of the scan frontier.
+type entry struct {
+	cur     cursor
+	path    []byte // encoded bytes above the slot's partial key (shared by siblings)
+	root    bool   // the root slot: no partial key of its own
+	kv      KV     // a leaf read and in range, ready to yield
+	ready   bool
+	retries int
+}
 
 type scanner struct {
 	s        *session
 	lo, hi   []byte
 	elo, ehi []byte
-	stack    []frame
-	window   int
-	bufs     []byte
-}
-
-// frame is an expanded node: its in-range children in partial-key order.
-type frame struct {
-	path  []byte // encoded bytes leading to the children, without their partial
-	items []cursor
-	i     int
+	front    []entry
+	next     []entry
+	budget   int // bytes read per round
+	buf      []byte
+	tmp      []byte
 }
 
 // errStop ends a scan whose consumer stopped.
@@ -66,156 +85,191 @@ type stopError struct{}
 func (*stopError) Error() string { return "smart: scan stopped" }
 
 func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
-	cur, err := sc.s.root(ctx)
+	root, err := sc.s.root(ctx)
 	if err != nil {
 		return err
 	}
-	if err := sc.expand(ctx, cur, nil); err != nil {
-		return err
-	}
-	for len(sc.stack) > 0 {
+	sc.front = append(sc.front, entry{cur: root, root: true})
+	for len(sc.front) > 0 {
+		yielded := false
+		for len(sc.front) > 0 && sc.front[0].ready {
+			if !yield(sc.front[0].kv, nil) {
+				return errStop
+			}
+			sc.front = sc.front[1:]
+			yielded = true
+		}
+		if yielded {
+			// Streaming leaves: read further ahead. While descending to the
+			// first leaf the budget stays small.
+			sc.budget = min(2*sc.budget, scanMaxRound)
+		}
+		if len(sc.front) == 0 {
+			return nil
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		f := &sc.stack[len(sc.stack)-1]
-		if f.i == len(f.items) {
-			sc.stack = sc.stack[:len(sc.stack)-1]
-			continue
-		}
-		it := f.items[f.i]
-		if !it.sl.isLeaf() {
-			f.i++
-			path := append(slices.Clip(f.path), it.sl.partial())
-			if err := sc.expand(ctx, it, path); err != nil {
-				return err
-			}
-			continue
-		}
-		n := 0
-		for f.i+n < len(f.items) && n < sc.window && f.items[f.i+n].sl.isLeaf() {
-			n++
-		}
-		sc.window = min(2*sc.window, scanWindow)
-		err := sc.leaves(ctx, f, n, yield)
-		if err == errStop {
-			return nil
-		}
-		if err != nil {
+		if err := sc.round(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// leaves reads the next n leaf items of f in one round trip and yields
-// those in range. A retired leaf's slot is re-read; if it now leads to a
-// node, the item is replaced and left for the main loop.
-func (sc *scanner) leaves(ctx context.Context, f *frame, n int, yield func(KV, error) bool) error {
+// round reads the first unresolved entries of the frontier in one batch and
+// resolves them.
+func (sc *scanner) round(ctx context.Context) error {
 	s := sc.s
-	total := 0
-	for _, c := range f.items[f.i : f.i+n] {
-		total += classBytes(c.sl.leafClass())
+	n, total := 0, 0
+	for i := range sc.front {
+		e := &sc.front[i]
+		if e.ready {
+			continue
+		}
+		m := readSize(e.cur.sl)
+		if n > 0 && total+m > sc.budget {
+			break
+		}
+		n++
+		total += m
 	}
-	sc.bufs = grow(sc.bufs, total)
+	sc.buf = grow(sc.buf, total)
 	ops := s.batch()
 	off := 0
-	for _, c := range f.items[f.i : f.i+n] {
-		m := classBytes(c.sl.leafClass())
-		ops = append(ops, remote.Read(c.sl.addr(), sc.bufs[off:off+m]))
-		off += m
+	for i := range sc.front {
+		if len(ops) == n {
+			break
+		}
+		if e := &sc.front[i]; !e.ready {
+			m := readSize(e.cur.sl)
+			ops = append(ops, remote.Read(e.cur.sl.addr(), sc.buf[off:off+m]))
+			off += m
+		}
 	}
 	if err := s.do(ctx, ops); err != nil {
 		return err
 	}
-	off = 0
-	for range n {
-		c := f.items[f.i]
-		m := classBytes(c.sl.leafClass())
-		buf := sc.bufs[off : off+m]
+	next := sc.next[:0]
+	off, done := 0, 0
+	for _, e := range sc.front {
+		if e.ready || done == n {
+			next = append(next, e)
+			continue
+		}
+		done++
+		m := readSize(e.cur.sl)
+		buf := sc.buf[off : off+m]
 		off += m
-		s.retries = 0
-		for {
-			v, st := parseLeaf(buf, c.sl.leafClass())
-			if st == leafOK {
-				f.i++
-				if sc.inRange(v.key) && !yield(KV{Key: bytes.Clone(v.key), Value: bytes.Clone(v.value)}, nil) {
-					return errStop
-				}
-				break
-			}
-			var err error
-			if st == leafTorn {
-				err = s.retry()
-			} else if c, err = s.reread(ctx, c); err == nil && (!c.sl.isLeaf() || c.sl.isTombstone()) {
-				// Split into a node, or deleted: let the main loop handle it.
-				f.items[f.i] = c
-				if c.sl.isTombstone() {
-					f.i++
-				}
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			f.items[f.i] = c
-			buf = grow(s.leafBuf, classBytes(c.sl.leafClass()))
-			s.leafBuf = buf
-			if err := s.c.Read(ctx, c.sl.addr(), buf); err != nil {
-				return err
-			}
+		var err error
+		if e.cur.sl.isLeaf() {
+			next, err = sc.leaf(ctx, next, e, buf)
+		} else {
+			next, err = sc.node(ctx, next, e, buf)
+		}
+		if err != nil {
+			return err
 		}
 	}
+	sc.front, sc.next = next, sc.front[:0]
 	return nil
+}
+
+// readSize is how many bytes a scan reads for the child of sl.
+func readSize(sl slot) int {
+	if sl.isLeaf() {
+		return classBytes(sl.leafClass())
+	}
+	return sl.nodeType().readBytes()
+}
+
+// leaf resolves a leaf entry read into buf.
+func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) ([]entry, error) {
+	v, st := parseLeaf(buf, e.cur.sl.leafClass())
+	switch st {
+	case leafOK:
+		if sc.inRange(v.key) {
+			e.kv = KV{Key: bytes.Clone(v.key), Value: bytes.Clone(v.value)}
+			e.ready = true
+			next = append(next, e)
+		}
+		return next, nil
+	case leafTorn:
+		return sc.again(next, e)
+	}
+	// Retired: what the slot holds now takes the leaf's place.
+	w, err := sc.s.readWord(ctx, e.cur.addr)
+	if err != nil {
+		return next, err
+	}
+	e.cur.sl = slot(w)
+	if !e.cur.sl.isChild() {
+		return next, nil // deleted
+	}
+	return sc.again(next, e)
+}
+
+// again keeps e unresolved for the next round, within the retry budget.
+func (sc *scanner) again(next []entry, e entry) ([]entry, error) {
+	if e.retries++; e.retries > maxLocalRetries {
+		return next, errRestartScan
+	}
+	return append(next, e), nil
+}
+
+var errRestartScan = corruptf("scan: a slot kept changing for %d reads", maxLocalRetries)
+
+// node resolves a node entry read into buf: its children that intersect the
+// range take its place in key order.
+func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) ([]entry, error) {
+	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	depth := len(e.path) + 1
+	if e.root {
+		depth = 0
+	}
+	skip := depth - h.depth()
+	if t := h.nodeType(); t > e.cur.sl.nodeType() && t <= node256 {
+		// The node switched type: read it again in full next round.
+		e.cur.sl = e.cur.sl.withType(t)
+		return sc.again(next, e)
+	}
+	if h.depth() > depth || skip > h.prefixLen() || h.nodeType() < node4 {
+		// A header split moved the node: re-read the slot.
+		w, err := sc.s.readWord(ctx, e.cur.addr)
+		if err != nil {
+			return next, err
+		}
+		e.cur.sl = slot(w)
+		return sc.again(next, e)
+	}
+	path := slices.Clip(e.path)
+	if !e.root {
+		path = append(path, e.cur.sl.partial())
+	}
+	for i := skip; i < h.prefixLen(); i++ {
+		path = append(path, h.prefixByte(i))
+	}
+	if !sc.overlaps(path) {
+		return next, nil
+	}
+	start := len(next)
+	for i := range e.cur.sl.nodeType().capacity() {
+		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+		if !sl.isChild() {
+			continue
+		}
+		sc.tmp = append(append(sc.tmp[:0], path...), sl.partial())
+		if sc.overlaps(sc.tmp) {
+			next = append(next, entry{cur: cursor{addr: nodeSlotAddr(e.cur.sl.addr(), i), sl: sl, depth: len(path) + 1}, path: path})
+		}
+	}
+	kids := next[start:]
+	slices.SortFunc(kids, func(a, b entry) int { return int(a.cur.sl.partial()) - int(b.cur.sl.partial()) })
+	return next, nil
 }
 
 func (sc *scanner) inRange(key []byte) bool {
 	return bytes.Compare(key, sc.lo) >= 0 && (sc.hi == nil || bytes.Compare(key, sc.hi) < 0)
-}
-
-// expand reads the node cur points to and pushes a frame of its children
-// whose subtrees intersect the range. path is the encoded prefix above the
-// node (the partial keys of the slots that led here).
-func (sc *scanner) expand(ctx context.Context, cur cursor, path []byte) error {
-	s := sc.s
-	s.retries = 0
-	for {
-		if cur.sl.isTombstone() {
-			return nil
-		}
-		if cur.sl.isLeaf() {
-			sc.stack = append(sc.stack, frame{path: path, items: []cursor{cur}})
-			return nil
-		}
-		cur.depth = len(path)
-		ok, err := s.readNode(ctx, cur)
-		if err != nil {
-			return err
-		}
-		if ok {
-			break
-		}
-		if cur, err = s.reread(ctx, cur); err != nil {
-			return err
-		}
-	}
-	n := &s.node
-	path = n.prefix(path)
-	if !sc.overlaps(path) {
-		return nil
-	}
-	f := frame{path: path}
-	for i := range n.typ.capacity() {
-		sl := n.slots[i]
-		if !sl.isChild() {
-			continue
-		}
-		if sc.overlaps(append(path, sl.partial())) {
-			f.items = append(f.items, cursor{addr: n.slotAddr(i), sl: sl, depth: len(path) + 1})
-		}
-	}
-	slices.SortFunc(f.items, func(a, b cursor) int { return int(a.sl.partial()) - int(b.sl.partial()) })
-	sc.stack = append(sc.stack, f)
-	return nil
 }
 
 // overlaps reports whether some encoded key starting with p may lie in
