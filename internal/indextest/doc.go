@@ -9,11 +9,13 @@
 //		indextest.Run(t, indextest.Target{
 //			Name: "smart",
 //			Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
-//				return smart.Open(cn, name, smart.Options{})
+//				return smart.Open(cn, smart.Options{Name: name})
 //			},
-//			Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
-//			MaxKeyLen:   255,
-//			MaxValueLen: 64 << 10,
+//			Verify: func(ctx context.Context, idx smart.Index) error {
+//				return idx.(*smart.Tree).Verify(ctx)
+//			},
+//			MaxKeyLen:   smart.MaxKeyLen,
+//			MaxValueLen: smart.MaxValueLen,
 //		})
 //	}
 //

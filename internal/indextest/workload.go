@@ -527,8 +527,7 @@ type mixedRun struct {
 // preloads the stable keys, runs the workload, checks the final state and
 // runs Verify. Every step runs in goroutines started by pool.Go, so it works
 // the same in local mode and in the simulator.
-func runMixed(ctx context.Context, tg Target, pool *remote.Pool, w *workload, cns int) mixedRun {
-	var out mixedRun
+func runMixed(ctx context.Context, tg Target, pool *remote.Pool, w *workload, cns int) (out mixedRun) {
 	fail := func(format string, args ...any) { out.problems = append(out.problems, fmt.Sprintf(format, args...)) }
 	phase := func(name string, fns ...func()) bool {
 		for _, fn := range fns {
