@@ -30,7 +30,7 @@ func (t *Tree) Delete(ctx context.Context, key []byte) (found bool, err error) {
 }
 
 func (s *session) delete(ctx context.Context, key []byte) (bool, error) {
-	cur, err := s.root(ctx)
+	cur, err := s.start(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -60,7 +60,7 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 		}
 		locked := lockOld == 0
 		switch {
-		case st == leafRetired || lockOld == lockRetired:
+		case st == leafRetired || lockOld == lockRetired || (st == leafOK && s.stale(cur, v.rev)):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
 			}
@@ -111,10 +111,10 @@ func (s *session) deleteRCU(ctx context.Context, cur cursor, key []byte) (done, 
 	if err != nil {
 		return false, false, cur, err
 	}
-	switch st {
-	case leafTorn:
+	switch {
+	case st == leafTorn:
 		return false, false, cur, s.retry()
-	case leafRetired:
+	case st == leafRetired || s.stale(cur, v.rev):
 		cur, err = s.reread(ctx, cur)
 		return false, false, cur, err
 	}

@@ -26,7 +26,7 @@ func (t *Tree) Get(ctx context.Context, key []byte) (value []byte, found bool, e
 }
 
 func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	cur, err := s.root(ctx)
+	cur, err := s.start(ctx)
 	if err != nil {
 		return nil, false, err
 	}
@@ -41,7 +41,7 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 				// sealed: seal and search again, so every delegated reader
 				// gets a result read after it arrived.
 				s.seal()
-				if cur, err = s.root(ctx); err != nil {
+				if cur, err = s.start(ctx); err != nil {
 					return nil, false, err
 				}
 				continue
@@ -54,15 +54,17 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 		if err != nil {
 			return nil, false, err
 		}
-		switch st {
-		case leafOK:
+		switch {
+		case st == leafOK && s.stale(cur, v.rev):
+			cur, err = s.reread(ctx, cur)
+		case st == leafOK:
 			if !v.matches(key) {
 				return nil, false, nil
 			}
 			return bytes.Clone(v.value), true, nil
-		case leafTorn:
+		case st == leafTorn:
 			err = s.retry()
-		case leafRetired:
+		default:
 			cur, err = s.reread(ctx, cur)
 		}
 		if err != nil {

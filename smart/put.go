@@ -34,7 +34,7 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 // put runs one attempt of Put. The value to publish is read with s.value()
 // right before the verb that publishes it (write combining).
 func (s *session) put(ctx context.Context, key []byte) error {
-	cur, err := s.root(ctx)
+	cur, err := s.start(ctx)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 		}
 		locked := lockOld == 0
 		switch {
-		case st == leafRetired || lockOld == lockRetired:
+		case st == leafRetired || lockOld == lockRetired || (st == leafOK && s.stale(cur, v.rev)):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
 			}
@@ -230,10 +230,10 @@ func (s *session) putRCU(ctx context.Context, cur cursor, key []byte) (bool, cur
 	if err != nil {
 		return false, cur, err
 	}
-	switch st {
-	case leafTorn:
+	switch {
+	case st == leafTorn:
 		return false, cur, s.retry()
-	case leafRetired:
+	case st == leafRetired || s.stale(cur, v.rev):
 		cur, err = s.reread(ctx, cur)
 		return false, cur, err
 	}

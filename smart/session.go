@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 
+	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
@@ -27,7 +28,11 @@ type session struct {
 	staged  []byte  // images of new structure, written in one batch
 	pieces  []piece // the WRITEs of staged
 	word    [8]byte
-	retries int // re-reads in the current attempt
+	// The cache entry the current traversal started from.
+	entry     *artcache.Entry
+	entryPlen int
+	slotWords [256]uint64
+	retries   int // re-reads in the current attempt
 
 	// The current operation, for the RDWC callbacks (built once per
 	// session, so an operation allocates no closure).
@@ -100,7 +105,7 @@ func (s *session) value() []byte {
 }
 
 func (t *Tree) release(s *session) {
-	s.ctx, s.key, s.val, s.win = nil, nil, nil, nil
+	s.ctx, s.key, s.val, s.win, s.entry = nil, nil, nil, nil, nil
 	t.mu.Lock()
 	t.free = append(t.free, s)
 	t.mu.Unlock()

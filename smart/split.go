@@ -155,8 +155,9 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	s.stage(node, nodeImage(s.img, rev, h, oldSlot, leafSlot(e1[lcp], class, la)))
 	s.stage(la, leafImage(s.img, nodeSlotAddr(node, 1), key, value, class))
 	ops := s.stagedOps()
-	final := node
+	final, finalRev, newSlot := node, rev, leafSlot(e1[lcp], class, la)
 	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, first), func() error {
+		s.rememberNew(e1[:lcp], final, finalRev, h, cur.level+chain, oldSlot, newSlot)
 		// Move the old leaf's reverse pointer to its new slot.
 		_, err := s.c.CAS(ctx, cur.sl.addr().Add(leafRevOff), uint64(old.rev), uint64(nodeSlotAddr(final, 0)))
 		return err
@@ -217,6 +218,8 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	ops := s.stagedOps()
 	target := pos + 1
 	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), func() error {
+		s.rememberNew(s.enc[:pos], ma, cur.addr, mh, cur.level,
+			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
 		return s.lowerHeader(ctx, nodeAddr, h, target, n.rev, nodeSlotAddr(ma, 0))
 	})
 }

@@ -11,9 +11,11 @@ import (
 // with, and the depth the child it points to must have (encoded key bytes
 // matched above the child).
 type cursor struct {
-	addr  remote.Addr
-	sl    slot
-	depth int
+	addr   remote.Addr
+	sl     slot
+	depth  int
+	level  int  // internal nodes above the child
+	cached bool // sl comes from a cache snapshot, not from remote memory
 }
 
 // nodeView is an internal node as one traversal read it.
@@ -126,6 +128,14 @@ type descent struct {
 func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent, error) {
 	for {
 		if cur.sl.isTombstone() {
+			if cur.cached {
+				// A snapshot's tombstone may have been reused since.
+				var err error
+				if cur, err = s.reread(ctx, cur); err != nil {
+					return descent{}, err
+				}
+				continue
+			}
 			return descent{out: atTomb, cur: cur}, nil
 		}
 		if cur.sl.isLeaf() {
@@ -138,7 +148,7 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 		if err != nil {
 			return descent{}, err
 		}
-		if !ok {
+		if !ok || s.stale(cur, s.node.rev) {
 			if cur, err = s.reread(ctx, cur); err != nil {
 				return descent{}, err
 			}
@@ -158,11 +168,14 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 		if depth >= len(enc) {
 			return descent{out: atEnd, cur: cur}, nil
 		}
+		if n.skip == 0 {
+			s.remember(depth, cur.level, cur.addr)
+		}
 		i := n.find(enc[depth])
 		if i < 0 {
 			return descent{out: atMissing, cur: cur, pos: depth}, nil
 		}
-		cur = cursor{addr: n.slotAddr(i), sl: n.slots[i], depth: depth + 1}
+		cur = cursor{addr: n.slotAddr(i), sl: n.slots[i], depth: depth + 1, level: cur.level + 1}
 	}
 }
 
@@ -175,7 +188,10 @@ func (s *session) reread(ctx context.Context, cur cursor) (cursor, error) {
 	if err != nil {
 		return cur, err
 	}
-	cur.sl = slot(w)
+	cur.sl, cur.cached = slot(w), false
+	if cur.addr == s.t.rootSlot {
+		s.t.rootHint.Store(w)
+	}
 	if cur.sl.isEmpty() && cur.addr != s.t.rootSlot {
 		return cur, corruptf("slot %v emptied", cur.addr)
 	}

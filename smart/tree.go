@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
@@ -23,6 +24,9 @@ type Tree struct {
 	backoffUnit time.Duration
 	closed      atomic.Bool
 	rd          *rdwc.Table // read delegation and write combining
+	cache       *artcache.Cache
+	cstats      cacheCounters
+	rootHint    atomic.Uint64 // last root slot value read
 
 	mu   sync.Mutex // guards free; never held across a verb
 	free []*session
@@ -52,7 +56,8 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 			p.MemoryNodes(), p.Config().NodeBytes, maxSlotMN, int64(maxSlotOffset))
 	}
 	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget, backoffUnit: 100 * time.Nanosecond,
-		rd: rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining})}
+		rd:    rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining}),
+		cache: newCache(opts)}
 	s, err := t.session()
 	if err != nil {
 		return nil, err

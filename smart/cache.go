@@ -1,0 +1,141 @@
+package smart
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+
+	"github.com/dmindex/dmindex/artcache"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// The compute node's cache of internal nodes (artcache): a snapshot of every
+// node a traversal reads, keyed by the node's full encoded prefix. An
+// operation starts at the deepest cached node whose snapshot has a slot for
+// its key's next byte and reads that slot's child directly: one round trip
+// for a search whose leaf's parent is cached.
+//
+// Validation (the paper's reverse check): the first child read from a
+// cached slot must point back at that slot (its reverse pointer) and, for a
+// node, sit at the depth the slot implies; otherwise the entry is dropped and
+// the slot is read fresh. Leaf splits and header splits move reverse
+// pointers and headers before they return, so an operation that starts after
+// a split completed never trusts the stale slot. A cached tombstone or a key
+// absent from a snapshot is never taken as an answer: the slot or the node is
+// read fresh.
+
+// cacheCounters are the tree's honest cache statistics: an operation counts
+// as a hit when its traversal started below the root.
+type cacheCounters struct {
+	lookups, hits, levelsSaved, invalidations atomic.Uint64
+}
+
+// CacheStats returns how many operations consulted the cache and how many
+// of them started their traversal below the root.
+func (t *Tree) CacheStats() (hits, lookups uint64) {
+	return t.cstats.hits.Load(), t.cstats.lookups.Load()
+}
+
+// CacheReport describes the compute node's cache.
+type CacheReport struct {
+	Lookups, Hits uint64 // operations that consulted the cache / started below the root
+	LevelsSaved   uint64 // internal nodes not read thanks to the cache, summed over hits
+	Invalidations uint64 // entries dropped because a reader found them stale
+	Entries       int    // nodes held
+	Bytes         int64  // bytes held (snapshots, prefixes and index)
+}
+
+// Cache reports the compute node's cache.
+func (t *Tree) Cache() CacheReport {
+	st := t.cache.Stats()
+	return CacheReport{
+		Lookups: t.cstats.lookups.Load(), Hits: t.cstats.hits.Load(),
+		LevelsSaved: t.cstats.levelsSaved.Load(), Invalidations: t.cstats.invalidations.Load(),
+		Entries: st.Entries, Bytes: st.Bytes,
+	}
+}
+
+func newCache(opts Options) *artcache.Cache {
+	b := opts.CacheBytes
+	if b == 0 {
+		b = DefaultCacheBytes
+	}
+	return artcache.New(artcache.Options{Bytes: b, Hash: opts.HashCache})
+}
+
+// start returns where a traversal of s.enc begins: a cached slot, or the
+// root (whose address never changes; its slot value is remembered, and a
+// stale type in it is repaired by the node read).
+func (s *session) start(ctx context.Context) (cursor, error) {
+	t := s.t
+	if t.opts.CacheBytes >= 0 {
+		t.cstats.lookups.Add(1)
+		if e, idx, plen, ok := t.cache.Lookup(s.enc); ok {
+			t.cstats.hits.Add(1)
+			t.cstats.levelsSaved.Add(uint64(e.Level + 1))
+			s.entry, s.entryPlen = e, plen
+			return cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots[idx]),
+				depth: plen + 1, level: e.Level + 1, cached: true}, nil
+		}
+	}
+	if w := t.rootHint.Load(); w != 0 {
+		return cursor{addr: t.rootSlot, sl: slot(w)}, nil
+	}
+	cur, err := s.root(ctx)
+	if err == nil {
+		t.rootHint.Store(uint64(cur.sl))
+	}
+	return cur, err
+}
+
+// stale reports whether the child read through a cached slot does not point
+// back at it; if so the cache entry is dropped.
+func (s *session) stale(cur cursor, rev remote.Addr) bool {
+	if !cur.cached || rev == cur.addr {
+		return false
+	}
+	s.dropEntry()
+	return true
+}
+
+// dropEntry drops the cache entry the current traversal started from.
+func (s *session) dropEntry() {
+	if s.entry != nil {
+		s.t.cache.Invalidate(s.enc[:s.entryPlen], s.entry)
+		s.t.cstats.invalidations.Add(1)
+		s.entry = nil
+	}
+}
+
+// remember caches the node just read (s.node, at level, whose full prefix
+// is s.enc[:plen]) unless the cache already holds the same snapshot.
+func (s *session) remember(plen, level int, parent remote.Addr) {
+	t := s.t
+	if t.opts.CacheBytes < 0 {
+		return
+	}
+	n := &s.node
+	prefix := s.enc[:plen]
+	slots := s.slotWords[:n.typ.capacity()]
+	for i := range slots {
+		slots[i] = uint64(n.slots[i])
+	}
+	if e, ok := t.cache.Get(prefix); ok && e.Addr == uint64(n.addr) && e.Header == uint64(n.h) && slices.Equal(e.Slots, slots) {
+		return
+	}
+	t.cache.Insert(prefix, artcache.NewEntry(uint64(n.addr), uint64(parent), uint64(n.h), slots, level))
+}
+
+// rememberNew caches a NODE_4 this session just created and published, with
+// the given prefix, header and slots.
+func (s *session) rememberNew(prefix []byte, addr, parent remote.Addr, h header, level int, slots ...slot) {
+	if s.t.opts.CacheBytes < 0 {
+		return
+	}
+	words := s.slotWords[:node4.capacity()]
+	clear(words)
+	for i, sl := range slots {
+		words[i] = uint64(sl)
+	}
+	s.t.cache.Insert(prefix, artcache.NewEntry(uint64(addr), uint64(parent), uint64(h), words, level))
+}
