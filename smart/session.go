@@ -56,6 +56,8 @@ const maxLockAttempts = 1 << 14
 // errRestart makes an operation restart from the root.
 var errRestart = fmt.Errorf("smart: restart")
 
+// session takes a session for one operation and charges the simulator's
+// client CPU time of an operation to it.
 func (t *Tree) session() (*session, error) {
 	if t.closed.Load() {
 		return nil, ErrClosed
@@ -65,9 +67,14 @@ func (t *Tree) session() (*session, error) {
 		s := t.free[n-1]
 		t.free = t.free[:n-1]
 		t.mu.Unlock()
+		s.c.Compute(t.cpuPerOp)
 		return s, nil
 	}
 	t.mu.Unlock()
+	return t.newSession(), nil
+}
+
+func (t *Tree) newSession() *session {
 	s := &session{t: t, c: t.cn.NewClient(), leafBuf: make([]byte, 256)}
 	s.getFn = func(w *rdwc.Window) ([]byte, bool, error) {
 		s.win, s.sealed = w, false
@@ -83,7 +90,8 @@ func (t *Tree) session() (*session, error) {
 		s.win = w
 		return s.attempt(s.ctx, "put", func() error { return s.put(s.ctx, s.key) })
 	}
-	return s, nil
+	s.c.Compute(t.cpuPerOp)
+	return s
 }
 
 // seal closes the current read window to new joiners: called right before

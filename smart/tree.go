@@ -27,6 +27,7 @@ type Tree struct {
 	cache       *artcache.Cache
 	cstats      cacheCounters
 	rootHint    atomic.Uint64 // last root slot value read
+	cpuPerOp    time.Duration // simulated client CPU time per operation
 
 	mu   sync.Mutex // guards free; never held across a verb
 	free []*session
@@ -58,6 +59,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget, backoffUnit: 100 * time.Nanosecond,
 		rd:    rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining}),
 		cache: newCache(opts)}
+	if sim := p.Config().Sim; sim != nil {
+		t.cpuPerOp = sim.Profile.CPUPerOp
+	}
 	s, err := t.session()
 	if err != nil {
 		return nil, err
