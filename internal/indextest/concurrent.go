@@ -34,6 +34,7 @@ import (
 // Verify runs after each of them.
 func RunConcurrent(t *testing.T, tg Target) {
 	checkTarget(t, tg)
+	tg = tg.withPool(t)
 	cfg := concCfg{cns: 4, per: 6, scale: 4}
 	if testing.Short() {
 		cfg = concCfg{cns: 3, per: 4, scale: 1}
@@ -72,20 +73,19 @@ func RunConcurrent(t *testing.T, tg Target) {
 	t.Run("delete-reinsert", func(t *testing.T) { deleteReinsert(t, tg, cfg) })
 	t.Run("scan-with-writers", func(t *testing.T) { scanWithWriters(t, tg, cfg) })
 	t.Run("empty-start", func(t *testing.T) {
-		pool := newPool(t, localConfig())
+		pool := tg.pool
 		for round := range 2 + 3*cfg.scale {
-			for _, p := range stressEmpty(t.Context(), tg, pool, fmt.Sprintf("empty-%d", round), cfg.cns, 2*cfg.per, 4) {
+			for _, p := range stressEmpty(t.Context(), tg, pool, fmt.Sprintf("%s-%d", idxName(t), round), cfg.cns, 2*cfg.per, 4) {
 				t.Error(p)
 			}
 		}
 	})
 	t.Run("mixed", func(t *testing.T) {
 		seed := seedFor(t)
-		pool := newPool(t, localConfig())
 		var clock atomic.Int64
 		w := &workload{tg: tg, perCN: cfg.per, ops: 150 * cfg.scale, ownKeys: 16, hot: 6, hotPct: 15, stable: 100, seed: seed,
 			clock: func() int64 { return clock.Add(1) }}
-		out := runMixed(t.Context(), tg, pool, w, cfg.cns)
+		out := runMixed(t.Context(), tg, tg.pool, idxName(t), w, cfg.cns)
 		for _, p := range out.problems {
 			t.Error(p)
 		}
@@ -353,24 +353,25 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 			}
 		}
 	}
+	// Even goroutines write, odd ones scan; writers go on until every
+	// scanner is done, so that every scan overlaps with writes.
 	n := cfg.cns * cfg.per
-	writers := n / 2
-	var done atomic.Int32
+	scanners := n / 2
+	var done atomic.Int32 // scanners done
 	scans := 8 * cfg.scale
 	report(t, goAll(t, pool, idxs, cfg, func(g int, idx smart.Index) []string {
 		r := newRand(seed ^ mix64(uint64(g)+1))
-		if g < writers {
-			defer done.Add(1)
-			for seq := range 400 * cfg.scale {
+		if g%2 == 0 {
+			for seq := 0; seq < 400*cfg.scale || (done.Load() < int32(scanners) && seq < 20000*cfg.scale); seq++ {
 				var err error
 				var k scanKey
 				switch x := r.IntN(10); {
 				case x < 2:
 					k = stable[r.IntN(len(stable))]
-					err = idx.Put(ctx, k.key, makeValue(packTag(k.id, g+1, seq+1), tg.randValueLen(r, 8)))
+					err = idx.Put(ctx, k.key, makeValue(packTag(k.id, g+1, seq+1), tg.vlen(8+r.IntN(57))))
 				case x < 6:
 					k = volatile[r.IntN(len(volatile))]
-					err = idx.Put(ctx, k.key, makeValue(packTag(k.id, g+1, seq+1), tg.randValueLen(r, 8)))
+					err = idx.Put(ctx, k.key, makeValue(packTag(k.id, g+1, seq+1), tg.vlen(8+r.IntN(57))))
 				default:
 					k = volatile[r.IntN(len(volatile))]
 					_, err = idx.Delete(ctx, k.key)
@@ -381,9 +382,9 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 			}
 			return nil
 		}
-		// Scanners: full and bounded scans until the writers are done (and
-		// at least a few).
-		for i := 0; i < scans || done.Load() < int32(writers); i++ {
+		// Scanners: full and bounded scans.
+		defer done.Add(1)
+		for i := range scans {
 			lo, hi := []byte(nil), []byte(nil)
 			if i%2 == 1 {
 				lo = keys[r.IntN(len(keys))].key
@@ -394,9 +395,6 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 			}
 			if p := checkConcurrentScan(ctx, idx, lo, hi, stable, byKey); p != "" {
 				return []string{fmt.Sprintf("scanner %d, scan %d: Scan(%s, %s): %s", g, i, fmtKey(lo), fmtKey(hi), p)}
-			}
-			if i > 1000*cfg.scale {
-				break
 			}
 		}
 		return nil

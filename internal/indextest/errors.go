@@ -23,6 +23,7 @@ import (
 // After each group the index must still equal the oracle.
 func RunErrors(t *testing.T, tg Target) {
 	checkTarget(t, tg)
+	tg = tg.withPool(t)
 	t.Run("invalid-arguments", func(t *testing.T) { errorsInvalid(t, tg) })
 	t.Run("closed", func(t *testing.T) { errorsClosed(t, tg) })
 	t.Run("context", func(t *testing.T) { errorsContext(t, tg) })

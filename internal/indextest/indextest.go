@@ -43,6 +43,17 @@ type Target struct {
 	// The battery then writes only such values and still expects
 	// ErrValueTooLarge for longer ones.
 	FixedValueLen int
+
+	// pool, if set, is the local pool the subtests of one battery share:
+	// each opens its index under its own name on new compute nodes, which
+	// is much cheaper than zeroing a pool per subtest.
+	pool *remote.Pool
+}
+
+// withPool returns tg with a local pool shared by the subtests of t.
+func (tg Target) withPool(t testing.TB) Target {
+	tg.pool = newPool(t, localConfig())
+	return tg
 }
 
 // seedFlag is the -indextest.seed flag.
@@ -168,17 +179,25 @@ func (tg Target) open(t testing.TB, cn *remote.ComputeNode, name string) smart.I
 	return idx
 }
 
-// localIndex creates a local pool with n compute nodes and opens the index
-// called "idx" on each.
+// localIndex opens the index named after the running test (see idxName)
+// on n new compute nodes of the battery's pool (a new local pool if there
+// is none).
 func (tg Target) localIndex(t testing.TB, n int) (*remote.Pool, []smart.Index) {
 	t.Helper()
-	p := newPool(t, localConfig())
+	p := tg.pool
+	if p == nil {
+		p = newPool(t, localConfig())
+	}
 	idxs := make([]smart.Index, n)
 	for i := range idxs {
-		idxs[i] = tg.open(t, p.NewComputeNode(), "idx")
+		idxs[i] = tg.open(t, p.NewComputeNode(), idxName(t))
 	}
 	return p, idxs
 }
+
+// idxName is the name of the index of the running test: every subtest of a
+// shared pool gets an index of its own.
+func idxName(t testing.TB) string { return "indextest/" + t.Name() }
 
 // verify runs tg.Verify, if set, and reports an error.
 func (tg Target) verify(t testing.TB, ctx context.Context, idx smart.Index, when string) bool {

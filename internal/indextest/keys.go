@@ -224,6 +224,7 @@ func (tg Target) neighbours(k []byte) [][]byte {
 // deletes the rest and reinserts everything. Verify runs after each phase.
 func RunKeys(t *testing.T, tg Target) {
 	checkTarget(t, tg)
+	tg = tg.withPool(t)
 	for _, set := range tg.adversarialKeySets(newRand(0)) {
 		t.Run(set.name, func(t *testing.T) {
 			seed := seedFor(t)

@@ -156,7 +156,7 @@ func RunLinearizable(t *testing.T, tg Target) {
 				clock = func() int64 { return c.Add(1) }
 			}
 			w := &workload{tg: tg, perCN: per, ops: ops, ownKeys: 1, hot: 6, seed: seed, clock: clock, hotOnly: true}
-			out := runMixed(t.Context(), tg, pool, w, cns)
+			out := runMixed(t.Context(), tg, pool, "idx", w, cns)
 			for _, p := range out.problems {
 				t.Error(p)
 			}

@@ -250,6 +250,7 @@ func be64(x uint64) []byte {
 // "fill-drain" subtest fills the index, deletes every key, and refills it.
 func RunOracle(t *testing.T, tg Target) {
 	checkTarget(t, tg)
+	tg = tg.withPool(t)
 	ops := 12000
 	if testing.Short() {
 		ops = 1500

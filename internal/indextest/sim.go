@@ -40,7 +40,7 @@ func RunSim(t *testing.T, tg Target) {
 			// once, which keeps the linearizability check tractable.
 			w := &workload{tg: tg, perCN: per, ops: ops, ownKeys: 12, hot: 8, hotPct: 4, stable: 150, seed: seed,
 				clock: func() int64 { return int64(pool.Now()) }}
-			out := runMixed(t.Context(), tg, pool, w, cns)
+			out := runMixed(t.Context(), tg, pool, "idx", w, cns)
 			for _, p := range out.problems {
 				t.Error(p)
 			}
@@ -68,7 +68,7 @@ func RunSim(t *testing.T, tg Target) {
 			pool := newPool(t, simConfig(remote.Strict, seed))
 			w := &workload{tg: tg, perCN: 16, ops: 30, ownKeys: 8, hot: 4, hotPct: 10, stable: 40, seed: seed,
 				clock: func() int64 { return int64(pool.Now()) }}
-			out := runMixed(t.Context(), tg, pool, w, 2)
+			out := runMixed(t.Context(), tg, pool, "idx", w, 2)
 			return out, pool.Report().Transport
 		}
 		a, transport := run()

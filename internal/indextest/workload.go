@@ -523,11 +523,12 @@ type mixedRun struct {
 	digest     uint64       // hash of the final full scan and of the history
 }
 
-// runMixed opens the index on cns new compute nodes of pool (concurrently),
+// runMixed opens the index called name on cns new compute nodes of pool
+// (concurrently),
 // preloads the stable keys, runs the workload, checks the final state and
 // runs Verify. Every step runs in goroutines started by pool.Go, so it works
 // the same in local mode and in the simulator.
-func runMixed(ctx context.Context, tg Target, pool *remote.Pool, w *workload, cns int) (out mixedRun) {
+func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w *workload, cns int) (out mixedRun) {
 	fail := func(format string, args ...any) { out.problems = append(out.problems, fmt.Sprintf(format, args...)) }
 	phase := func(name string, fns ...func()) bool {
 		for _, fn := range fns {
@@ -545,7 +546,7 @@ func runMixed(ctx context.Context, tg Target, pool *remote.Pool, w *workload, cn
 	for c := range cns {
 		cn := pool.NewComputeNode()
 		opens = append(opens, func() {
-			idx, err := tg.Open(cn, "idx")
+			idx, err := tg.Open(cn, name)
 			if err == nil && idx == nil {
 				err = fmt.Errorf("Open returned a nil index")
 			}
