@@ -160,7 +160,8 @@ func TestMutants(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, os.Args[0], args...)
-			cmd.Env = append(os.Environ(), "INDEXTEST_MUTANT="+c.mutant, "INDEXTEST_BATTERY="+c.battery)
+			// TMPDIR: the child's linearizability visualizations go away.
+			cmd.Env = append(os.Environ(), "INDEXTEST_MUTANT="+c.mutant, "INDEXTEST_BATTERY="+c.battery, "TMPDIR="+t.TempDir())
 			out, err := cmd.CombinedOutput()
 			var exit *exec.ExitError
 			switch {

@@ -239,6 +239,9 @@ func RunKeys(t *testing.T, tg Target) {
 				orders = []string{keyOrders[r.IntN(len(keyOrders))]}
 			}
 			for _, how := range orders {
+				// Each order has its own generator, so that it reproduces
+				// when run alone.
+				r := newRand(seed ^ hashString(how))
 				t.Run(how, func(t *testing.T) { keySetRun(t, tg, order(set.keys, how, r), r) })
 			}
 		})
