@@ -75,7 +75,7 @@ func (s *session) start(ctx context.Context) (cursor, error) {
 			t.cstats.levelsSaved.Add(uint64(e.Level + 1))
 			s.entry, s.entryPlen = e, plen
 			return cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots[idx]),
-				depth: plen + 1, level: e.Level + 1, cached: true}, nil
+				depth: plen + 1, level: e.Level + 1, cached: true, node: remote.Addr(e.Addr)}, nil
 		}
 	}
 	if w := t.rootHint.Load(); w != 0 {

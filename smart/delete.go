@@ -96,7 +96,7 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 				return true, true, cur, s.retire(ctx, leaf, v.meta)
 			}
 			// A leaf split moved the locked leaf deeper.
-			if cur, err = s.relocate(ctx, cursor{addr: cur.addr, sl: slot(old), depth: cur.depth}, leaf); err != nil {
+			if cur, err = s.relocate(ctx, cur.with(slot(old)), leaf); err != nil {
 				s.unlockAsync(ctx, leaf)
 				return false, false, cur, err
 			}
@@ -126,7 +126,7 @@ func (s *session) deleteRCU(ctx context.Context, cur cursor, key []byte) (done, 
 		return false, false, cur, err
 	}
 	if slot(old) != cur.sl {
-		return false, false, cursor{addr: cur.addr, sl: slot(old), depth: cur.depth}, nil
+		return false, false, cur.with(slot(old)), nil
 	}
 	return true, true, cur, s.invalidate(ctx, cur.sl, v.meta)
 }

@@ -115,13 +115,15 @@ func typeFor(i int) nodeType {
 
 func (t nodeType) String() string { return fmt.Sprintf("NODE_%d", t.capacity()) }
 
-// Internal node: rev pointer (8), header (8), 256 slots (2048).
+// Internal node: rev pointer (8), header (8), 256 slots (2048), and a lock
+// word used only by the locked-internal-node variant (Options.LockedInternal).
 const (
 	nodeRevOff      = 0
 	nodeHeaderOff   = 8
 	nodeSlotsOff    = 16
 	nodeHeaderBytes = 16
-	nodeAllocBytes  = nodeSlotsOff + 256*8
+	nodeLockOff     = nodeSlotsOff + 256*8
+	nodeAllocBytes  = nodeLockOff + 8
 	maxHeaderBytes  = 6
 )
 

@@ -50,7 +50,11 @@ func (s *session) put(ctx context.Context, key []byte) error {
 		case atTomb:
 			done, cur, err = s.installLeaf(ctx, d.cur, key, s.value())
 		case atMissing:
-			done, cur, err = s.insertIntoNode(ctx, d, key, s.value())
+			if s.t.opts.LockedInternal {
+				done, cur, err = s.insertLocked(ctx, d, key, s.value())
+			} else {
+				done, cur, err = s.insertIntoNode(ctx, d, key, s.value())
+			}
 		case atMismatch:
 			done, cur, err = s.splitHeader(ctx, d, key, s.value())
 		default:
@@ -186,7 +190,7 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 			return true, cur, s.retire(ctx, old, meta)
 		}
 		// A leaf split moved the locked leaf deeper: find its new slot.
-		next, err := s.relocate(ctx, cursor{addr: cur.addr, sl: got, depth: cur.depth}, old)
+		next, err := s.relocate(ctx, cur.with(got), old)
 		if err != nil {
 			s.unlockAsync(ctx, old)
 			return false, cur, err
@@ -253,7 +257,7 @@ func (s *session) putRCU(ctx context.Context, cur cursor, key []byte) (bool, cur
 		return false, cur, err
 	}
 	if got := slot(ops[1].Old); got != cur.sl {
-		return false, cursor{addr: cur.addr, sl: got, depth: cur.depth}, nil
+		return false, cur.with(got), nil
 	}
 	return true, cur, s.invalidate(ctx, cur.sl, v.meta)
 }
@@ -278,7 +282,7 @@ func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte
 		return false, cur, err
 	}
 	if got := slot(ops[1].Old); got != cur.sl {
-		return false, cursor{addr: cur.addr, sl: got, depth: cur.depth}, nil
+		return false, cur.with(got), nil
 	}
 	return true, cur, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"iter"
 	"slices"
 
@@ -211,13 +212,15 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 
 // again keeps e unresolved for the next round, within the retry budget.
 func (sc *scanner) again(next []entry, e entry) ([]entry, error) {
-	if e.retries++; e.retries > maxLocalRetries {
-		return next, errRestartScan
+	if e.retries++; e.retries > maxScanRetries {
+		return next, fmt.Errorf("%w: scan: the slot at %v kept changing for %d reads", ErrContention, e.cur.addr, maxScanRetries)
 	}
 	return append(next, e), nil
 }
 
-var errRestartScan = corruptf("scan: a slot kept changing for %d reads", maxLocalRetries)
+// maxScanRetries bounds the re-reads of one frontier entry (a leaf torn by
+// writers again and again, a node split again and again).
+const maxScanRetries = 1 << 12
 
 // node resolves a node entry read into buf: its children that intersect the
 // range take its place in key order.

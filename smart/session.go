@@ -25,8 +25,9 @@ type session struct {
 	nodeBuf [nodeAllocBytes]byte
 	leafBuf []byte
 	img     []byte
-	staged  []byte  // images of new structure, written in one batch
-	pieces  []piece // the WRITEs of staged
+	lockOps [2]remote.Op // lock + read of a node (locked variant)
+	staged  []byte       // images of new structure, written in one batch
+	pieces  []piece      // the WRITEs of staged
 	word    [8]byte
 	// The cache entry the current traversal started from.
 	entry     *artcache.Entry

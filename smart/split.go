@@ -79,7 +79,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 			return true, d.cur, nil
 		}
 		if got.partial() == b {
-			return false, cursor{addr: n.slotAddr(j), sl: got, depth: d.pos + 1}, nil
+			return false, cursor{addr: n.slotAddr(j), sl: got, depth: d.pos + 1, level: d.cur.level + 1, node: n.addr}, nil
 		}
 		// Slot j went to another partial key: fix the leaf's reverse pointer
 		// and try the next slot in the same round trip.
@@ -169,6 +169,9 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 // the same memory node as every write, else in two. After a successful CAS
 // it runs after (the completing step) before reporting success.
 func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl slot, after func() error) (bool, cursor, error) {
+	if s.t.opts.LockedInternal && cur.node != 0 {
+		return s.publishLocked(ctx, cur, ops, repl, after)
+	}
 	same := true
 	for i := range ops {
 		same = same && ops[i].Addr.MN() == cur.addr.MN()
@@ -184,7 +187,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		return false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
-		return false, cursor{addr: cur.addr, sl: got, depth: cur.depth}, nil
+		return false, cur.with(got), nil
 	}
 	return true, cur, after()
 }

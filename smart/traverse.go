@@ -14,8 +14,15 @@ type cursor struct {
 	addr   remote.Addr
 	sl     slot
 	depth  int
-	level  int  // internal nodes above the child
-	cached bool // sl comes from a cache snapshot, not from remote memory
+	level  int         // internal nodes above the child
+	cached bool        // sl comes from a cache snapshot, not from remote memory
+	node   remote.Addr // the node holding the slot (0: the root slot)
+}
+
+// with returns cur holding sl, as just read from remote memory.
+func (c cursor) with(sl slot) cursor {
+	c.sl, c.cached = sl, false
+	return c
 }
 
 // nodeView is an internal node as one traversal read it.
@@ -175,7 +182,7 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 		if i < 0 {
 			return descent{out: atMissing, cur: cur, pos: depth}, nil
 		}
-		cur = cursor{addr: n.slotAddr(i), sl: n.slots[i], depth: depth + 1, level: cur.level + 1}
+		cur = cursor{addr: n.slotAddr(i), sl: n.slots[i], depth: depth + 1, level: cur.level + 1, node: n.addr}
 	}
 }
 

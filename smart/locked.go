@@ -1,0 +1,125 @@
+package smart
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// The locked-internal-node variant (Options.LockedInternal) is the
+// ROWEX-like baseline of the factor analysis (Figure 4.14): readers stay
+// lock-free, but every writer that changes an internal node first takes
+// that node's lock word (after its 256 slots) with a CAS, re-reads what it
+// changes under the lock, writes with plain WRITEs and releases the lock in
+// the same batch as its last write. A writer that finds the lock held backs
+// off and retries, as a remote spin lock does.
+
+// lockNode takes node's lock and reads n bytes of it (from offset 0) into
+// buf in the same round trip.
+func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) error {
+	for attempt := 0; ; attempt++ {
+		// Its own op array: the caller's batch may hold staged writes.
+		ops := s.lockOps[:]
+		ops[0], ops[1] = remote.CAS(node.Add(nodeLockOff), 0, s.lockTag()), remote.Read(node, buf)
+		if err := s.c.Do(ctx, ops); err != nil {
+			return err
+		}
+		if ops[0].Succeeded() {
+			return nil
+		}
+		if attempt >= maxLockAttempts {
+			return fmt.Errorf("%w: node lock at %v held by %#x for %d attempts", ErrContention, node, ops[0].Old, attempt)
+		}
+		s.backoff(attempt)
+	}
+}
+
+// unlockOp returns the WRITE that releases node's lock.
+func (s *session) unlockOp(node remote.Addr) remote.Op {
+	return remote.Write(node.Add(nodeLockOff), zeroWord[:])
+}
+
+var zeroWord [8]byte
+
+// insertLocked is the normal insert (and type switch) under the node lock.
+func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
+	n := &s.node
+	node := n.addr
+	buf := s.nodeBuf[:nodeLockOff]
+	if err := s.lockNode(ctx, node, buf); err != nil {
+		return false, d.cur, err
+	}
+	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	b := s.enc[d.pos]
+	free := -1
+	for i := range 256 {
+		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+		if sl.isEmpty() {
+			if free < 0 {
+				free = i
+			}
+			continue
+		}
+		if sl.partial() == b {
+			// Inserted meanwhile: follow it.
+			err := s.do(ctx, append(s.batch(), s.unlockOp(node)))
+			return false, cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: d.pos + 1, level: d.cur.level + 1, node: node}, err
+		}
+	}
+	if free < 0 || h.depth() != n.h.depth() {
+		// Full (impossible with 256 partial keys) or split meanwhile.
+		err := s.do(ctx, append(s.batch(), s.unlockOp(node)))
+		if err == nil {
+			err = errRestart
+		}
+		return false, d.cur, err
+	}
+	class := classFor(leafPayload(len(key), len(value)))
+	la, err := s.c.AllocOn(ctx, node.MN(), classBytes(class), addrAlign)
+	if err != nil {
+		_ = s.do(ctx, append(s.batch(), s.unlockOp(node))) // the allocation error is the one to report
+		return false, d.cur, err
+	}
+	s.img = leafImage(s.img, nodeSlotAddr(node, free), key, value, class)
+	var words [16]byte
+	binary.LittleEndian.PutUint64(words[:8], uint64(leafSlot(b, class, la)))
+	ops := append(s.batch(), remote.Write(la, s.img), remote.Write(nodeSlotAddr(node, free), words[:8]))
+	if t := typeFor(free); t > h.nodeType() {
+		binary.LittleEndian.PutUint64(words[8:], uint64(h.withType(t)))
+		ops = append(ops, remote.Write(node.Add(nodeHeaderOff), words[8:]))
+	}
+	ops = append(ops, s.unlockOp(node))
+	return true, d.cur, s.do(ctx, ops)
+}
+
+// publishLocked replaces cur's slot under the lock of the node holding it:
+// lock and re-read the slot, write the new structure, then CAS the slot and
+// release the lock.
+func (s *session) publishLocked(ctx context.Context, cur cursor, ops []remote.Op, repl slot, after func() error) (bool, cursor, error) {
+	parent := cur.node
+	if err := s.lockNode(ctx, parent, s.word[:]); err != nil {
+		return false, cur, err
+	}
+	now, err := s.readWord(ctx, cur.addr)
+	if err != nil {
+		return false, cur, err
+	}
+	if slot(now) != cur.sl {
+		return false, cur.with(slot(now)), s.do(ctx, append(s.batch(), s.unlockOp(parent)))
+	}
+	if err := s.do(ctx, ops); err != nil {
+		return false, cur, err
+	}
+	// A CAS even under the lock: leaf-level operations (delete, out-of-place
+	// update) change leaf slots without taking node locks.
+	ops = append(s.batch(), remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)), s.unlockOp(parent))
+	if err := s.do(ctx, ops); err != nil {
+		return false, cur, err
+	}
+	if got := slot(ops[0].Old); got != cur.sl {
+		return false, cur.with(got), nil
+	}
+	return true, cur, after()
+}
