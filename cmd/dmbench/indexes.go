@@ -38,6 +38,9 @@ func opener(name string) (ycsb.Opener, error) {
 func smartOpener(o smart.Options) ycsb.Opener {
 	return func(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (smart.Index, error) {
 		o.Name, o.CacheBytes = cfg.Name, cfg.CacheBytes
+		if o.CacheBytes == 0 {
+			o.CacheBytes = -1 // --cache-mb 0: no cache (smart's zero means its default)
+		}
 		return smart.Open(cn, o)
 	}
 }
