@@ -8,7 +8,9 @@ type Options struct {
 	// opening the same name share one tree.
 	Name string
 	// CacheBytes is the byte budget of the compute node's cache of internal
-	// nodes (default DefaultCacheBytes; negative disables the cache).
+	// nodes (default DefaultCacheBytes; negative disables the cache). The
+	// cache needs about 32 bytes per key of 8-byte integer keys to hold every
+	// internal node, so the default holds those of about 2 million keys.
 	CacheBytes int64
 	// RetryBudget is how many times an operation restarts from the root
 	// before it fails with ErrContention (default DefaultRetryBudget).
