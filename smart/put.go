@@ -244,20 +244,9 @@ func (s *session) putRCU(ctx context.Context, cur cursor, key []byte) (bool, cur
 	if !v.matches(key) {
 		return s.splitLeaf(ctx, cur, v, key, s.value())
 	}
-	value := s.value()
-	class := classFor(leafPayload(len(key), len(value)))
-	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
-	if err != nil {
-		return false, cur, err
-	}
-	s.img = leafImage(s.img, cur.addr, key, value, class)
-	ops := append(s.batch(), remote.Write(na, s.img),
-		remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
-	if err := s.do(ctx, ops); err != nil {
-		return false, cur, err
-	}
-	if got := slot(ops[1].Old); got != cur.sl {
-		return false, cur.with(got), nil
+	done, next, err := s.installLeaf(ctx, cur, key, s.value())
+	if err != nil || !done {
+		return false, next, err
 	}
 	return true, cur, s.invalidate(ctx, cur.sl, v.meta)
 }
@@ -268,7 +257,9 @@ func (s *session) invalidate(ctx context.Context, sl slot, meta uint64) error {
 	return s.c.Write(ctx, sl.addr().Add(leafMetaOff), s.img[:8])
 }
 
-// installLeaf replaces a tombstone slot with a new leaf.
+// installLeaf replaces the slot at cur (a tombstone, or a leaf in the RCU
+// variant) with a new leaf, written on the slot's memory node in the same
+// batch as the CAS that links it.
 func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
 	class := classFor(leafPayload(len(key), len(value)))
 	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
