@@ -3,8 +3,8 @@ package sherman
 import (
 	"context"
 	"fmt"
-	"runtime"
 	"sync"
+	"time"
 
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
@@ -132,7 +132,7 @@ func (s *session) lock(a remote.Addr) (held, error) {
 		if err == nil && old == 0 {
 			break
 		}
-		if err == nil && i >= 1024*s.t.opts.RetryBudget {
+		if err == nil && i >= 64*s.t.opts.RetryBudget {
 			err = fmt.Errorf("sherman: global lock %v of page %v still held by %#x after %d CASes: %w",
 				word, a, old, i+1, smart.ErrContention)
 		}
@@ -141,7 +141,7 @@ func (s *session) lock(a remote.Addr) (held, error) {
 			return held{}, err
 		}
 		s.t.stats.casFails.Add(1)
-		runtime.Gosched()
+		s.pause(i, 100*time.Microsecond)
 	}
 	s.t.stats.globalLocks.Add(1)
 	l.mu.Lock()

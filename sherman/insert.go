@@ -141,6 +141,9 @@ func (s *session) splitLeaf(l lockedLeaf, key, value []byte) error {
 		return err
 	}
 	s.t.stats.leafSplits.Add(1)
+	// The pair is in the tree now; finish the structural change even if the
+	// caller gives up, so that no separator is left out needlessly.
+	s.ctx = context.WithoutCancel(s.ctx)
 	return s.insertSep(1, sepKey, right, l.parent)
 }
 

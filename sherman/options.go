@@ -45,8 +45,10 @@ type Options struct {
 	// RetryBudget bounds how often one operation re-reads a torn page,
 	// restarts a traversal or waits for a concurrent root change before it
 	// fails with an error wrapping smart.ErrContention (default
-	// DefaultRetryBudget). A global lock is retried up to 1024×RetryBudget
-	// times.
+	// DefaultRetryBudget). A global lock is retried up to 64×RetryBudget
+	// times. In local mode retries back off (yield, then sleep up to 1 ms for
+	// a torn page and 100 µs for a lock), so the default budget tolerates a
+	// writer preempted for about a second.
 	RetryBudget int
 }
 

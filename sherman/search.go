@@ -3,6 +3,7 @@ package sherman
 import (
 	"bytes"
 	"context"
+	"time"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -37,7 +38,7 @@ func (s *session) read(a remote.Addr, level int, buf []byte) (page, error) {
 		return page{}, corrupt("nil page pointer")
 	}
 	b := buf[:s.t.g.bytesFor(level)]
-	for {
+	for attempt := 0; ; attempt++ {
 		if err := s.c.Read(s.ctx, a, b); err != nil {
 			return page{}, err
 		}
@@ -52,6 +53,7 @@ func (s *session) read(a remote.Addr, level int, buf []byte) (page, error) {
 		if err := s.retry("torn or invalid page", a); err != nil {
 			return page{}, err
 		}
+		s.pause(attempt, time.Millisecond)
 	}
 }
 

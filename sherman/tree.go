@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,8 +26,9 @@ type Tree struct {
 	cache *cache // nil if disabled
 	locks *lockTable
 
-	cpuPerOp time.Duration // simulated client CPU time charged per operation
-	closed   atomic.Bool
+	cpuPerOp  time.Duration // simulated client CPU time charged per operation
+	simulated bool
+	closed    atomic.Bool
 
 	mu   sync.Mutex // guards idle; never held across a verb or a wait
 	idle []*session
@@ -77,7 +79,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		t.cache = newCache(&t.g, opts.CacheBytes, uint64(cn.ID()))
 	}
 	if cfg.Sim != nil {
-		t.cpuPerOp = cfg.Sim.Profile.CPUPerOp
+		t.cpuPerOp, t.simulated = cfg.Sim.Profile.CPUPerOp, true
 	}
 	s, err := t.session(context.Background())
 	if err != nil {
@@ -225,6 +227,23 @@ func (s *session) retry(cause string, a remote.Addr) error {
 		return fmt.Errorf("sherman: %s at %v after %d retries: %w", cause, a, s.t.opts.RetryBudget, smart.ErrContention)
 	}
 	return nil
+}
+
+// pause waits before retry number attempt (from 0) of something another
+// client must finish first, at most limit. In local mode a goroutine
+// preempted in the middle of a WRITE or a critical section can keep a page
+// torn or a lock held for milliseconds, so retries first yield, then sleep
+// with exponential backoff instead of spending the budget in a burst. In the
+// simulator every retry is a verb that takes virtual time, and clients never
+// stall mid-verb: it retries at once, as upstream Sherman does.
+func (s *session) pause(attempt int, limit time.Duration) {
+	switch {
+	case s.t.simulated:
+	case attempt < 8:
+		runtime.Gosched()
+	default:
+		time.Sleep(min(time.Microsecond<<min(attempt-8, 20), limit))
+	}
 }
 
 // corrupt returns an error wrapping smart.ErrCorrupt.

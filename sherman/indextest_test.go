@@ -1,0 +1,45 @@
+package sherman
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dmindex/dmindex/internal/indextest"
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/smart"
+)
+
+// contractTarget describes Sherman opened with opts (Name replaced) to the
+// module's generic index battery.
+func contractTarget(name string, opts Options) indextest.Target {
+	return indextest.Target{
+		Name: name,
+		Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
+			o := opts
+			o.Name = name
+			return Open(cn, o)
+		},
+		Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*Tree).Verify(ctx) },
+		MaxKeyLen:   opts.KeySize,
+		MaxValueLen: opts.ValueSize,
+	}
+}
+
+// TestIndexContract runs the whole generic index battery against Sherman
+// with 32-byte keys and 64-byte values (its fixed maxima).
+func TestIndexContract(t *testing.T) {
+	indextest.Run(t, contractTarget("sherman", Options{KeySize: 32, ValueSize: 64}))
+}
+
+// TestIndexContractSmallPages runs the local-mode batteries with six
+// entries per page and a small index cache, so that the battery's workloads
+// split pages, grow the root and evict cache entries all the time.
+func TestIndexContractSmallPages(t *testing.T) {
+	tg := contractTarget("sherman-span6", Options{KeySize: 32, ValueSize: 64, Span: 6, CacheBytes: 32 << 10})
+	t.Run("basic", func(t *testing.T) { indextest.RunBasic(t, tg) })
+	t.Run("errors", func(t *testing.T) { indextest.RunErrors(t, tg) })
+	t.Run("keys", func(t *testing.T) { indextest.RunKeys(t, tg) })
+	t.Run("oracle", func(t *testing.T) { indextest.RunOracle(t, tg) })
+	t.Run("scan", func(t *testing.T) { indextest.RunScan(t, tg) })
+	t.Run("concurrent", func(t *testing.T) { indextest.RunConcurrent(t, tg) })
+}
