@@ -86,6 +86,8 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 			s.backoff(attempt)
 			continue
 		}
+		// The leaf is ours: complete even if ctx is cancelled.
+		ctx := context.WithoutCancel(ctx)
 		leaf := cur.sl
 		for {
 			old, err := s.c.CAS(ctx, cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial())))

@@ -51,6 +51,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 	if err := s.lockNode(ctx, node, buf); err != nil {
 		return false, d.cur, err
 	}
+	ctx = context.WithoutCancel(ctx) // the lock is always released
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
 	b := s.enc[d.pos]
 	free := -1
@@ -102,6 +103,7 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, ops []remote.Op
 	if err := s.lockNode(ctx, parent, s.word[:]); err != nil {
 		return false, cur, err
 	}
+	ctx = context.WithoutCancel(ctx) // the lock is always released
 	now, err := s.readWord(ctx, cur.addr)
 	if err != nil {
 		return false, cur, err

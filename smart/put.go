@@ -106,7 +106,9 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 			s.backoff(attempt)
 			continue
 		}
-		// The leaf is ours.
+		// The leaf is ours: from here on the operation completes even if
+		// ctx is cancelled, so the lock is always released.
+		ctx := context.WithoutCancel(ctx)
 		value := s.value()
 		if leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
 			return true, cur, s.writeInPlace(ctx, cur.sl, key, value)
@@ -137,7 +139,7 @@ func (s *session) unlockAsync(ctx context.Context, sl slot) {
 	s.img = putWord(s.img[:0], 0)
 	ops := append(s.batch(), remote.Write(lockAddr, s.img))
 	s.ops = ops
-	_ = s.c.Post(ctx, ops) // a failure means the pool is closed
+	_ = s.c.Post(context.WithoutCancel(ctx), ops) // a failure means the pool is closed
 }
 
 // writeInPlace writes the new value into a locked leaf and releases the

@@ -26,6 +26,7 @@ type session struct {
 	leafBuf []byte
 	img     []byte
 	lockOps [2]remote.Op // lock + read of a node (locked variant)
+	healOp  [1]remote.Op // repair of a parent slot's node type
 	staged  []byte       // images of new structure, written in one batch
 	pieces  []piece      // the WRITEs of staged
 	word    [8]byte

@@ -74,7 +74,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 		got := slot(ops[len(ops)-1].Old)
 		if got.isEmpty() {
 			if j >= n.h.nodeType().capacity() {
-				return true, d.cur, s.raiseType(ctx, d.cur, n.addr, n.h, typeFor(j))
+				return true, d.cur, s.raiseType(context.WithoutCancel(ctx), d.cur, n.addr, n.h, typeFor(j))
 			}
 			return true, d.cur, nil
 		}
@@ -159,7 +159,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, first), func() error {
 		s.rememberNew(e1[:lcp], final, finalRev, h, cur.level+chain, oldSlot, newSlot)
 		// Move the old leaf's reverse pointer to its new slot.
-		_, err := s.c.CAS(ctx, cur.sl.addr().Add(leafRevOff), uint64(old.rev), uint64(nodeSlotAddr(final, 0)))
+		_, err := s.c.CAS(context.WithoutCancel(ctx), cur.sl.addr().Add(leafRevOff), uint64(old.rev), uint64(nodeSlotAddr(final, 0)))
 		return err
 	})
 }
@@ -167,7 +167,8 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 // publish executes the writes of new structure (ops) and then CASes cur's
 // slot from its read value to repl, in one round trip if the slot lives on
 // the same memory node as every write, else in two. After a successful CAS
-// it runs after (the completing step) before reporting success.
+// it runs after (the completing step, which must ignore cancellation: a
+// published change is always completed) before reporting success.
 func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl slot, after func() error) (bool, cursor, error) {
 	if s.t.opts.LockedInternal && cur.node != 0 {
 		return s.publishLocked(ctx, cur, ops, repl, after)
@@ -223,7 +224,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), func() error {
 		s.rememberNew(s.enc[:pos], ma, cur.addr, mh, cur.level,
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
-		return s.lowerHeader(ctx, nodeAddr, h, target, n.rev, nodeSlotAddr(ma, 0))
+		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, n.rev, nodeSlotAddr(ma, 0))
 	})
 }
 

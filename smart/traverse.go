@@ -90,10 +90,15 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 	}
 	if ht > t {
 		// The node switched type after its parent slot was written: read
-		// the slots the slot's type did not cover.
+		// the slots the slot's type did not cover, and repair the slot
+		// (unsignaled; it fails harmlessly if the slot changed).
 		rest := s.nodeBuf[t.readBytes():ht.readBytes()]
 		if err := s.c.Read(ctx, n.addr.Add(uint64(t.readBytes())), rest); err != nil {
 			return false, err
+		}
+		if !cur.cached {
+			s.healOp[0] = remote.CAS(cur.addr, uint64(cur.sl), uint64(cur.sl.withType(ht)))
+			_ = s.c.Post(ctx, s.healOp[:]) // best effort
 		}
 		t = ht
 	}
