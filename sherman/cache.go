@@ -88,6 +88,50 @@ func (c *cache) lookup(key []byte) (leaf remote.Addr, e *centry) {
 	return e.p.route(key), e
 }
 
+// successors predicts the leaves that follow the leaf next along the leaf
+// chain: next must be the child that the cached page covering low (next's
+// low fence) routes low to; the prediction continues with that page's later
+// children and those of the cached pages adjacent to it, up to n leaves and
+// not at or beyond hi (nil: no bound). The entry that predicted each leaf is
+// returned with it, to be invalidated if the prediction proves stale.
+func (c *cache) successors(low []byte, next remote.Addr, n int, hi []byte) ([]remote.Addr, []*centry) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	e := c.firstAbove(low)
+	if e == nil || bytes.Compare(low, e.low) < 0 {
+		return nil, nil
+	}
+	i := e.p.search(low) // entry i-1 (or leftmost) covers low
+	if e.p.route(low) != next {
+		return nil, nil
+	}
+	var addrs []remote.Addr
+	var from []*centry
+	for len(addrs) < n {
+		if i == e.p.count() { // continue in the adjacent cached page
+			if e.highInf {
+				break
+			}
+			x := c.firstAbove(e.high)
+			if x == nil || !bytes.Equal(x.low, e.high) {
+				break
+			}
+			e, i = x, 0
+			if hi != nil && bytes.Compare(e.low, hi) >= 0 {
+				break
+			}
+			addrs, from = append(addrs, e.p.leftmost()), append(from, e)
+			continue
+		}
+		if hi != nil && bytes.Compare(e.p.innerKey(i), hi) >= 0 {
+			break
+		}
+		addrs, from = append(addrs, e.p.innerChild(i)), append(from, e)
+		i++
+	}
+	return addrs, from
+}
+
 // add caches a copy of the valid level-1 page p read at addr. A cached copy
 // of the same page at the same or a newer version is kept instead.
 func (c *cache) add(addr remote.Addr, p page) {

@@ -6,15 +6,26 @@ import (
 	"iter"
 	"slices"
 
+	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
 )
 
+// maxScanBatch bounds the leaves a scan reads in one round trip.
+const maxScanBatch = 16
+
 // Scan yields the pairs with lo <= key < hi in ascending key order (nil hi:
-// no upper bound). It reads one leaf at a time along the B-link sibling
-// chain, starting from the leaf that covers lo, so stopping early reads no
-// further leaves. Each leaf is read as a consistent snapshot (torn reads are
-// retried) and the next leaf starts exactly at the previous one's high
-// fence, so a pair present for the whole scan is yielded exactly once.
+// no upper bound).
+//
+// It starts at the leaf covering lo and follows the B-link sibling chain.
+// The leaves after the first are read in batches of one round trip whose
+// size doubles (2, 4, ... up to 16 leaves) while the caller keeps
+// consuming, with addresses predicted from the cached level-1 pages and
+// never beyond hi; stopping early therefore reads at most about as many
+// leaves again as were consumed. A predicted leaf is used only if it is the
+// previous leaf's sibling, so the scan is a walk of the sibling chain: each
+// leaf is a consistent snapshot (torn reads are retried), the next leaf
+// starts exactly at the previous one's high fence, and a pair present for
+// the whole scan is yielded exactly once.
 func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, error] {
 	return func(yield func(smart.KV, error) bool) {
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
@@ -26,59 +37,109 @@ func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, erro
 			return
 		}
 		defer t.release(s)
-		if err := s.scan(lo, hi, yield); err != nil {
+		sc := scanner{s: s, lo: lo, hi: hi, yield: yield}
+		if err := sc.run(); err != nil {
 			yield(smart.KV{}, err)
 		}
 	}
 }
 
-// scan runs a scan; it returns nil when the range is exhausted or yield
-// asked to stop.
-func (s *session) scan(lo, hi []byte, yield func(smart.KV, error) bool) error {
-	p, err := s.readLeaf(lo)
+// scanner is the state of one scan.
+type scanner struct {
+	s      *session
+	lo, hi []byte
+	yield  func(smart.KV, error) bool
+	slots  []int
+	bufs   [][]byte // batch read buffers
+	ops    []remote.Op
+}
+
+// run scans; it returns nil when the range is exhausted or the caller
+// stopped.
+func (sc *scanner) run() error {
+	s, g := sc.s, &sc.s.t.g
+	p, err := s.readLeaf(sc.lo)
 	if err != nil {
 		return err
 	}
-	slots := make([]int, 0, s.t.g.leafSpan)
-	for hops := 0; ; hops++ {
-		slots = slots[:0]
-		for i := range s.t.g.leafSpan {
-			k, _ := p.leafKV(i)
-			if k != nil && bytes.Compare(k, lo) >= 0 && (hi == nil || bytes.Compare(k, hi) < 0) && p.covers(k) == 0 {
-				slots = append(slots, i)
-			}
-		}
-		slices.SortFunc(slots, func(a, b int) int {
-			ka, _ := p.leafKV(a)
-			kb, _ := p.leafKV(b)
-			return bytes.Compare(ka, kb)
-		})
-		var prev []byte
-		for j, i := range slots {
-			k, v := p.leafKV(i)
-			if j > 0 && bytes.Equal(k, prev) {
-				// The key moved between slots while the leaf was read
-				// (deleted, then inserted again): both are valid values.
-				continue
-			}
-			prev = k
-			if !yield(smart.KV{Key: bytes.Clone(k), Value: bytes.Clone(v)}, nil) {
-				return nil
-			}
-		}
-		if p.reaches(hi) {
-			return nil
-		}
-		low, next := bytes.Clone(p.high()), p.sibling()
-		if next == 0 || hops > 1<<30 {
+	sc.slots = make([]int, 0, g.leafSpan)
+	if !sc.emit(p) || p.reaches(sc.hi) {
+		return nil
+	}
+	low, next := bytes.Clone(p.high()), p.sibling()
+	for batch := 1; ; {
+		if next == 0 {
 			return corrupt("leaf chain broken after fence %x", low)
 		}
-		s.retries = 0
-		if p, err = s.read(next, 0, s.buf[0]); err != nil {
+		// Read the sibling and the predicted leaves after it in one batch.
+		batch = min(2*batch, maxScanBatch)
+		addrs, from := []remote.Addr{next}, []*centry{nil}
+		if c := s.t.cache; c != nil {
+			more, f := c.successors(low, next, batch-1, sc.hi)
+			addrs, from = append(addrs, more...), append(from, f...)
+		}
+		for len(sc.bufs) < len(addrs) {
+			sc.bufs = append(sc.bufs, make([]byte, g.leafBytes))
+		}
+		sc.ops = sc.ops[:0]
+		for i, a := range addrs {
+			sc.ops = append(sc.ops, remote.Read(a, sc.bufs[i]))
+		}
+		if err := s.c.Do(s.ctx, sc.ops); err != nil {
 			return err
 		}
-		if !bytes.Equal(p.low(), low) {
-			return corrupt("leaf %v has low fence %x, its left sibling's high fence is %x", next, p.low(), low)
+		s.retries = 0
+		for i, a := range addrs {
+			if a != next { // a stale prediction: follow the chain instead
+				s.dropCached(from[i])
+				break
+			}
+			p := page{g, sc.bufs[i]}
+			if !p.valid() {
+				s.t.stats.tornReads.Add(1)
+				if p, err = s.read(a, 0, sc.bufs[i]); err != nil {
+					return err
+				}
+			}
+			if p.level() != 0 || !bytes.Equal(p.low(), low) {
+				return corrupt("leaf %v has low fence %x at level %d, its left sibling's high fence is %x",
+					a, p.low(), p.level(), low)
+			}
+			if !sc.emit(p) || p.reaches(sc.hi) {
+				return nil
+			}
+			low, next = bytes.Clone(p.high()), p.sibling()
 		}
 	}
+}
+
+// emit yields the pairs of leaf p within the scan's bounds in key order; it
+// reports false if the caller stopped.
+func (sc *scanner) emit(p page) bool {
+	sc.slots = sc.slots[:0]
+	for i := range p.g.leafSpan {
+		k, _ := p.leafKV(i)
+		if k != nil && bytes.Compare(k, sc.lo) >= 0 && (sc.hi == nil || bytes.Compare(k, sc.hi) < 0) && p.covers(k) == 0 {
+			sc.slots = append(sc.slots, i)
+		}
+	}
+	slices.SortFunc(sc.slots, func(a, b int) int {
+		ka, _ := p.leafKV(a)
+		kb, _ := p.leafKV(b)
+		return bytes.Compare(ka, kb)
+	})
+	var prev []byte
+	for j, i := range sc.slots {
+		k, v := p.leafKV(i)
+		if j > 0 && bytes.Equal(k, prev) {
+			// The key moved between slots while the leaf was read (deleted,
+			// then inserted again): both are valid values.
+			continue
+		}
+		prev = k
+		if !sc.yield(smart.KV{Key: bytes.Clone(k), Value: bytes.Clone(v)}, nil) {
+			return false
+		}
+	}
+	return true
 }
