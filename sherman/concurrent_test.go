@@ -136,6 +136,7 @@ func TestConcurrentOwnedKeys(t *testing.T) {
 		{"span4", ownedWorkload{cns: 3, clients: 6, ops: 400, space: 3000, opts: Options{Span: 4}}},
 		{"span32", ownedWorkload{cns: 2, clients: 8, ops: 600, space: 6000}},
 		{"hot", ownedWorkload{cns: 3, clients: 8, ops: 300, space: 40, opts: Options{Span: 8}}},
+		{"rdwc", ownedWorkload{cns: 2, clients: 8, ops: 400, space: 60, opts: Options{Span: 8, RDWC: true}}},
 		{"nocache-nohandover", ownedWorkload{cns: 2, clients: 6, ops: 300, space: 500,
 			opts: Options{Span: 4, CacheBytes: -1, HandOver: 1, LockTableSize: 64}}},
 	} {

@@ -43,3 +43,12 @@ func TestIndexContractSmallPages(t *testing.T) {
 	t.Run("scan", func(t *testing.T) { indextest.RunScan(t, tg) })
 	t.Run("concurrent", func(t *testing.T) { indextest.RunConcurrent(t, tg) })
 }
+
+// TestIndexContractRDWC runs the concurrency batteries with read delegation
+// and write combining.
+func TestIndexContractRDWC(t *testing.T) {
+	tg := contractTarget("sherman-rdwc", Options{KeySize: 32, ValueSize: 64, RDWC: true})
+	t.Run("basic", func(t *testing.T) { indextest.RunBasic(t, tg) })
+	t.Run("concurrent", func(t *testing.T) { indextest.RunConcurrent(t, tg) })
+	t.Run("linearizable", func(t *testing.T) { indextest.RunLinearizable(t, tg) })
+}

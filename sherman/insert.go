@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
 )
@@ -27,7 +28,10 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 		return err
 	}
 	defer t.release(s)
-	return s.put(key, value)
+	if t.rdwc != nil {
+		return t.rdwc.Write(ctx, s.c, key, value, func(w *rdwc.Window) error { return s.put(key, w.Value) })
+	}
+	return s.put(key, func() []byte { return value })
 }
 
 // lockedLeaf is a leaf read under its lock.
@@ -87,13 +91,20 @@ func (s *session) lockLeaf(key []byte) (lockedLeaf, error) {
 	}
 }
 
-// put is the body of Put.
-func (s *session) put(key, value []byte) error {
-	g := &s.t.g
+// put is the body of Put. It takes the value to write from value() once the
+// leaf is locked and read, immediately before the WRITE that publishes it
+// (with RDWC, the latest value combined meanwhile).
+func (s *session) put(key []byte, value func() []byte) error {
 	l, err := s.lockLeaf(key)
 	if err != nil {
 		return err
 	}
+	return s.putLocked(l, key, value())
+}
+
+// putLocked writes key → value into the locked leaf l and unlocks it.
+func (s *session) putLocked(l lockedLeaf, key, value []byte) error {
+	g := &s.t.g
 	slot, free := l.p.findLeaf(key)
 	if slot < 0 {
 		slot = free

@@ -151,6 +151,10 @@ func linearizability(t *testing.T, p *remote.Pool, seed uint64, cns, clients, op
 }
 
 func TestLinearizable(t *testing.T) {
-	p := newPool(t, remote.Config{MemoryNodes: 2})
-	linearizability(t, p, testSeed(t), 3, 4, 300, Options{Span: 4, ValueSize: 16})
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprint("rdwc=", shared), func(t *testing.T) {
+			p := newPool(t, remote.Config{MemoryNodes: 2})
+			linearizability(t, p, testSeed(t), 3, 4, 300, Options{Span: 4, ValueSize: 16, RDWC: shared})
+		})
+	}
 }

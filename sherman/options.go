@@ -42,6 +42,12 @@ type Options struct {
 	// LockTableSize is the number of 64-bit global lock words used on each
 	// memory node's on-chip region (default: as many as the region holds).
 	LockTableSize int
+	// RDWC enables SMART's read delegation and write combining (package
+	// rdwc) among the compute node's clients, as SMART's evaluation did for
+	// Sherman: concurrent Gets of one key share one leaf READ, concurrent
+	// Puts of one key one locked write of the last value. Deletes and scans
+	// run on their own.
+	RDWC bool
 	// RetryBudget bounds how often one operation re-reads a torn page,
 	// restarts a traversal or waits for a concurrent root change before it
 	// fails with an error wrapping smart.ErrContention (default

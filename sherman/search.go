@@ -5,6 +5,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -19,6 +20,17 @@ func (t *Tree) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	defer t.release(s)
+	if t.rdwc != nil {
+		return t.rdwc.Read(ctx, s.c, key, func(w *rdwc.Window) ([]byte, bool, error) {
+			w.Seal() // the search linearizes at its next verbs (the leaf READ)
+			return s.get(key)
+		})
+	}
+	return s.get(key)
+}
+
+// get is the body of Get.
+func (s *session) get(key []byte) ([]byte, bool, error) {
 	p, err := s.readLeaf(key)
 	if err != nil {
 		return nil, false, err

@@ -41,12 +41,17 @@ func TestSimOwnedKeys(t *testing.T) {
 }
 
 // TestSimHotKeys concentrates hundreds of clients on a few leaves, so that
-// torn reads (in strict mode), lock contention and hand-overs are frequent.
+// torn reads (in strict mode), lock contention and hand-overs are frequent,
+// with and without RDWC.
 func TestSimHotKeys(t *testing.T) {
-	for _, o := range orderings {
-		t.Run(o.String(), func(t *testing.T) {
+	for _, c := range []struct {
+		o    remote.Ordering
+		rdwc bool
+	}{{remote.InOrder, false}, {remote.Strict, false}, {remote.InOrder, true}, {remote.Strict, true}} {
+		o := c.o
+		t.Run(fmt.Sprintf("%v-rdwc=%v", o, c.rdwc), func(t *testing.T) {
 			seed := testSeed(t)
-			w := ownedWorkload{cns: 4, clients: 50, ops: 40, space: 200, opts: Options{Span: 16}}
+			w := ownedWorkload{cns: 4, clients: 50, ops: 40, space: 200, opts: Options{Span: 16, RDWC: c.rdwc}}
 			if testing.Short() {
 				w.ops = 15
 			}
@@ -58,6 +63,11 @@ func TestSimHotKeys(t *testing.T) {
 				st.HandOvers += s.HandOvers
 				st.GlobalLocks += s.GlobalLocks
 				st.TornReads += s.TornReads
+				st.Delegated += s.Delegated
+				st.Combined += s.Combined
+			}
+			if c.rdwc && st.Delegated+st.Combined == 0 {
+				t.Errorf("RDWC shared nothing: %+v", st)
 			}
 			if st.HandOvers == 0 {
 				t.Errorf("no local hand-over under contention: %+v", st)
@@ -93,10 +103,12 @@ func TestSimScan(t *testing.T) {
 
 func TestSimLinearizable(t *testing.T) {
 	for _, o := range orderings {
-		t.Run(o.String(), func(t *testing.T) {
-			seed := testSeed(t)
-			linearizability(t, simPool(t, o, seed), seed, 4, 8, 60, Options{Span: 4, ValueSize: 16})
-		})
+		for _, shared := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v-rdwc=%v", o, shared), func(t *testing.T) {
+				seed := testSeed(t)
+				linearizability(t, simPool(t, o, seed), seed, 4, 8, 60, Options{Span: 4, ValueSize: 16, RDWC: shared})
+			})
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
 )
@@ -25,6 +26,7 @@ type Tree struct {
 	root  atomic.Pointer[rootRef]
 	cache *cache // nil if disabled
 	locks *lockTable
+	rdwc  *rdwc.Table // nil unless Options.RDWC
 
 	cpuPerOp  time.Duration // simulated client CPU time charged per operation
 	simulated bool
@@ -77,6 +79,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	t.locks = newLockTable(cfg.MemoryNodes, opts.LockTableSize, opts.HandOver)
 	if opts.CacheBytes > 0 {
 		t.cache = newCache(&t.g, opts.CacheBytes, uint64(cn.ID()))
+	}
+	if opts.RDWC {
+		t.rdwc = rdwc.New(rdwc.Options{})
 	}
 	if cfg.Sim != nil {
 		t.cpuPerOp, t.simulated = cfg.Sim.Profile.CPUPerOp, true
@@ -146,6 +151,9 @@ func (t *Tree) Close() error {
 	}
 	if t.cache != nil {
 		t.cache.clear()
+	}
+	if t.rdwc != nil {
+		t.rdwc.Close(smart.ErrClosed)
 	}
 	return nil
 }
@@ -286,6 +294,7 @@ type Stats struct {
 	LeafSplits             uint64
 	InnerSplits            uint64
 	RootGrowths            uint64 // new roots installed by this node
+	Delegated, Combined    uint64 // Gets and Puts served by another client (Options.RDWC)
 }
 
 type counters struct {
@@ -298,7 +307,12 @@ type counters struct {
 // Stats returns a snapshot of the tree's protocol counters.
 func (t *Tree) Stats() Stats {
 	c := &t.stats
+	var shared rdwc.Stats
+	if t.rdwc != nil {
+		shared = t.rdwc.Stats()
+	}
 	return Stats{
+		Delegated: shared.Delegated, Combined: shared.Combined,
 		CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(), CacheInvalidations: c.cacheInval.Load(),
 		GlobalLocks: c.globalLocks.Load(), HandOvers: c.handOvers.Load(), LockCASFailures: c.casFails.Load(),
 		TornReads: c.tornReads.Load(), Retries: c.retries.Load(),
