@@ -224,6 +224,10 @@ func scanUnderChurn(t *testing.T, p *remote.Pool, seed uint64, cns, writers, sca
 		trees[i] = openTree(t, p, opts)
 	}
 	const stable = 400 // keys 0, 4, 8, ... stay present
+	writes := 600
+	if testing.Short() {
+		writes = 150
+	}
 	for i := range uint64(stable) {
 		if err := trees[0].Put(ctx, ikey(i*4), ikey(i*4)); err != nil {
 			t.Fatal(err)
@@ -236,7 +240,7 @@ func scanUnderChurn(t *testing.T, p *remote.Pool, seed uint64, cns, writers, sca
 		r := rand.New(rand.NewPCG(seed, uint64(w)))
 		p.Go(func() {
 			defer done.Add(1)
-			for range 600 {
+			for range writes {
 				k := uint64(r.IntN(stable*4))&^3 | uint64(1+r.IntN(3)) // never a stable key
 				var err error
 				if r.IntN(3) == 0 {
