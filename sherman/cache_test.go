@@ -188,3 +188,51 @@ func TestOutOfMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestScanEarlyBreakIO checks that a scan stopped early reads about what it
+// consumed (its batches double while the caller keeps going) in few round
+// trips.
+func TestScanEarlyBreakIO(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t, remote.Config{MemoryNodes: 2})
+	tr := openTree(t, p, Options{})
+	for i := range uint64(20000) {
+		if err := tr.Put(ctx, ikey(i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := uint64(0); i < 20000; i += 10 { // cache every level-1 page
+		if _, _, err := tr.Get(ctx, ikey(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Sequential inserts leave the leaves half full: 16 pairs each. A scan
+	// consuming n pairs needs about n/16+2 leaves (it starts mid-leaf); the
+	// doubling batches read at most twice that, plus the first leaf.
+	leaf := uint64(tr.g.leafBytes)
+	for _, c := range []struct{ pairs, maxRTT, maxLeaves int }{
+		{10, 2, 3},
+		{100, 4, 2*(100/16+2) + 1},
+		{1000, 8, 2*(1000/16+2) + 1},
+	} {
+		before := tr.cn.Stats()
+		n := 0
+		for kv, err := range tr.Scan(ctx, ikey(5000), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(kv.Key, ikey(5000+uint64(n))) {
+				t.Fatalf("pair %d is %x", n, kv.Key)
+			}
+			if n++; n == c.pairs {
+				break
+			}
+		}
+		io := tr.cn.Stats().Sub(before)
+		if io.RoundTrips > uint64(c.maxRTT) || io.ReadBytes > uint64(c.maxLeaves)*leaf {
+			t.Errorf("scan of %d pairs: %d round trips, %d leaves read; want at most %d and %d",
+				c.pairs, io.RoundTrips, io.ReadBytes/leaf, c.maxRTT, c.maxLeaves)
+		}
+		t.Logf("scan of %d pairs: %d round trips, %d leaves", c.pairs, io.RoundTrips, io.ReadBytes/leaf)
+	}
+}
