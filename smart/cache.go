@@ -89,12 +89,16 @@ func (s *session) start(ctx context.Context) (cursor, error) {
 }
 
 // stale reports whether the child read through a cached slot does not point
-// back at it; if so the cache entry is dropped.
+// back at it, or is being moved (its reverse pointer carries revMoving): the
+// caller must read the slot itself. A child that moved away drops the cache
+// entry.
 func (s *session) stale(cur cursor, rev remote.Addr) bool {
 	if !cur.cached || rev == cur.addr {
 		return false
 	}
-	s.dropEntry()
+	if rev&^revMoving != cur.addr {
+		s.dropEntry()
+	}
 	return true
 }
 

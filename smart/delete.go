@@ -3,6 +3,8 @@ package smart
 import (
 	"context"
 	"fmt"
+
+	"github.com/dmindex/dmindex/remote"
 )
 
 // Delete removes key and reports whether it was present.
@@ -40,11 +42,7 @@ func (s *session) delete(ctx context.Context, key []byte) (bool, error) {
 			return false, err
 		}
 		var done, found bool
-		if s.t.opts.OutOfPlaceLeaves {
-			done, found, cur, err = s.deleteRCU(ctx, d.cur, key)
-		} else {
-			done, found, cur, err = s.deleteLocked(ctx, d.cur, key)
-		}
+		done, found, cur, err = s.deleteLocked(ctx, d.cur, key)
 		if err != nil || done {
 			return found, err
 		}
@@ -86,49 +84,33 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 			s.backoff(attempt)
 			continue
 		}
-		// The leaf is ours: complete even if ctx is cancelled.
+		// The leaf is ours: complete even if ctx is cancelled. Its valid bit
+		// is cleared before the slot CAS (see moveLeaf).
 		ctx := context.WithoutCancel(ctx)
 		leaf := cur.sl
+		ops := s.markRemoved(s.batch(), leaf, v.meta)
+		if leaf.addr().MN() != cur.addr.MN() {
+			if err := s.do(ctx, ops); err != nil {
+				return false, false, cur, err
+			}
+			ops = s.batch()
+		}
 		for {
-			old, err := s.c.CAS(ctx, cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial())))
-			if err != nil {
+			ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
+			if err := s.do(ctx, ops); err != nil {
 				return false, false, cur, err
 			}
-			if slot(old) == cur.sl {
-				return true, true, cur, s.retire(ctx, leaf, v.meta)
-			}
-			// A leaf split moved the locked leaf deeper.
-			if cur, err = s.relocate(ctx, cur.with(slot(old)), leaf); err != nil {
-				s.unlockAsync(ctx, leaf)
+			if old := slot(ops[len(ops)-1].Old); old == cur.sl {
+				return true, true, cur, s.retire(ctx, leaf)
+			} else if cur, err = s.relocate(ctx, cur.with(old), leaf); err != nil {
+				// A leaf split moved the locked leaf deeper and it cannot be
+				// found: give it back.
+				if uerr := s.unlock(ctx, leaf, v.meta); uerr != nil {
+					return false, false, cur, uerr
+				}
 				return false, false, cur, err
 			}
+			ops = s.batch()
 		}
 	}
-}
-
-// deleteRCU deletes in the out-of-place leaf variant: CAS the slot to a
-// tombstone, then invalidate the leaf.
-func (s *session) deleteRCU(ctx context.Context, cur cursor, key []byte) (done, found bool, next cursor, err error) {
-	v, st, err := s.readLeaf(ctx, cur.sl)
-	if err != nil {
-		return false, false, cur, err
-	}
-	switch {
-	case st == leafTorn:
-		return false, false, cur, s.retry()
-	case st == leafRetired || s.stale(cur, v.rev):
-		cur, err = s.reread(ctx, cur)
-		return false, false, cur, err
-	}
-	if !v.matches(key) {
-		return true, false, cur, nil
-	}
-	old, err := s.c.CAS(ctx, cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial())))
-	if err != nil {
-		return false, false, cur, err
-	}
-	if slot(old) != cur.sl {
-		return false, false, cur.with(slot(old)), nil
-	}
-	return true, true, cur, s.invalidate(ctx, cur.sl, v.meta)
 }

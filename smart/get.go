@@ -57,15 +57,28 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 		switch {
 		case st == leafOK && s.stale(cur, v.rev):
 			cur, err = s.reread(ctx, cur)
-		case st == leafOK:
-			if !v.matches(key) {
-				return nil, false, nil
-			}
+		case st == leafOK && v.matches(key):
 			return bytes.Clone(v.value), true, nil
+		case st == leafOK && v.rev != cur.addr:
+			// Another key's leaf that a split has moved since its slot was
+			// read (possibly before the read window was sealed): the key may
+			// be in the new node now.
+			cur, err = s.reread(ctx, cur)
+		case st == leafOK:
+			return nil, false, nil
 		case st == leafTorn:
 			err = s.retry()
 		default:
-			cur, err = s.reread(ctx, cur)
+			// Retired: the leaf is being (or was) unlinked. If its slot still
+			// holds it, the removal has not happened yet and its frozen
+			// content is current.
+			leaf := cur.sl.addr()
+			if cur, err = s.reread(ctx, cur); err == nil && cur.sl.addr() == leaf {
+				if v.matches(key) {
+					return bytes.Clone(v.value), true, nil
+				}
+				return nil, false, nil
+			}
 		}
 		if err != nil {
 			return nil, false, err

@@ -183,6 +183,14 @@ const (
 	metaValidBit = 1 << 25
 )
 
+// revMoving flags a reverse pointer whose object a split is moving: set by
+// CAS before the split is published, replaced by the new slot's address
+// after. A reader that reaches the object through a cached slot and sees the
+// flag reads the slot itself, so it never trusts a stale path to an object
+// that a completed operation may already have built on. The flag also
+// serialises splits of one object.
+const revMoving remote.Addr = 1 << 63
+
 // lockRetired is the lock word of a retired leaf: it can never be acquired
 // again, so a retired leaf is frozen.
 const lockRetired = 1 << 63

@@ -84,21 +84,21 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 		return false, d.cur, err
 	}
 	s.img = leafImage(s.img, nodeSlotAddr(node, free), key, value, class)
-	var words [16]byte
-	binary.LittleEndian.PutUint64(words[:8], uint64(leafSlot(b, class, la)))
-	ops := append(s.batch(), remote.Write(la, s.img), remote.Write(nodeSlotAddr(node, free), words[:8]))
-	if t := typeFor(free); t > h.nodeType() {
-		binary.LittleEndian.PutUint64(words[8:], uint64(h.withType(t)))
-		ops = append(ops, remote.Write(node.Add(nodeHeaderOff), words[8:]))
+	var word [8]byte
+	binary.LittleEndian.PutUint64(word[:], uint64(leafSlot(b, class, la)))
+	ops := append(s.batch(), remote.Write(la, s.img), remote.Write(nodeSlotAddr(node, free), word[:]), s.unlockOp(node))
+	if err := s.do(ctx, ops); err != nil {
+		return false, d.cur, err
 	}
-	ops = append(ops, s.unlockOp(node))
-	return true, d.cur, s.do(ctx, ops)
+	// The header's type is raised by CAS, as in the lock-free variant: header
+	// splits change the same word without this node's lock.
+	return true, d.cur, s.raiseType(ctx, d.cur, node, h, typeFor(free))
 }
 
 // publishLocked replaces cur's slot under the lock of the node holding it:
 // lock and re-read the slot, write the new structure, then CAS the slot and
-// release the lock.
-func (s *session) publishLocked(ctx context.Context, cur cursor, ops []remote.Op, repl slot, after func() error) (bool, cursor, error) {
+// release the lock. It reports whether the CAS succeeded.
+func (s *session) publishLocked(ctx context.Context, cur cursor, ops []remote.Op, repl slot) (bool, cursor, error) {
 	parent := cur.node
 	if err := s.lockNode(ctx, parent, s.word[:]); err != nil {
 		return false, cur, err
@@ -120,8 +120,6 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, ops []remote.Op
 	if err := s.do(ctx, ops); err != nil {
 		return false, cur, err
 	}
-	if got := slot(ops[0].Old); got != cur.sl {
-		return false, cur.with(got), nil
-	}
-	return true, cur, after()
+	got := slot(ops[0].Old)
+	return got == cur.sl, cur.with(got), nil
 }

@@ -23,7 +23,10 @@ type Options struct {
 	// lock-free ones.
 	LockedInternal bool
 	// OutOfPlaceLeaves updates every leaf out of place (RCU: write a new leaf,
-	// CAS the parent slot) instead of in place under the rear lock.
+	// CAS the parent slot to it) instead of in place, so every update changes
+	// the leaf's address and invalidates cached pointers to it. The old leaf
+	// is still locked while it is replaced, which keeps the variant
+	// linearizable with stale caches.
 	OutOfPlaceLeaves bool
 	// SeparateLock releases the leaf lock with its own round trip after the
 	// data write instead of in the same batch (no rear-embedded lock).

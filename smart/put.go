@@ -2,6 +2,7 @@ package smart
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/dmindex/dmindex/remote"
@@ -70,9 +71,6 @@ func (s *session) put(ctx context.Context, key []byte) error {
 // key, split it otherwise. It returns the cursor to continue from when a CAS
 // lost a race.
 func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, cursor, error) {
-	if s.t.opts.OutOfPlaceLeaves {
-		return s.putRCU(ctx, cur, key)
-	}
 	for attempt := 0; ; attempt++ {
 		v, st, lockOld, err := s.lockAndRead(ctx, cur.sl)
 		if err != nil {
@@ -110,7 +108,7 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 		// ctx is cancelled, so the lock is always released.
 		ctx := context.WithoutCancel(ctx)
 		value := s.value()
-		if leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
+		if !s.t.opts.OutOfPlaceLeaves && leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
 			return true, cur, s.writeInPlace(ctx, cur.sl, key, value)
 		}
 		return s.moveLeaf(ctx, cur, v.meta, key, value)
@@ -169,19 +167,26 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte) 
 }
 
 // moveLeaf replaces a locked leaf whose new value does not fit its size
-// class: write a new leaf, CAS the slot to it, then retire the old leaf
-// (valid bit clear, lock retired for good) before returning, so that no
-// operation starting later can read the old value through a stale pointer.
+// class. The old leaf's valid bit is cleared before the slot CAS that links
+// the new leaf: a reader that reaches the old leaf through a stale path then
+// reads its slot, and uses the old (frozen) content only while the slot still
+// holds it, i.e. before the update linearizes. After the CAS the old leaf's
+// lock is retired for good before returning.
 func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, value []byte) (bool, cursor, error) {
 	old := cur.sl
 	class := classFor(leafPayload(len(key), len(value)))
 	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
 	if err != nil {
-		s.unlockAsync(ctx, old)
-		return false, cur, err
+		return false, cur, s.unlock(ctx, old, meta)
 	}
 	s.img = leafImage(s.img, cur.addr, key, value, class)
-	ops := append(s.batch(), remote.Write(na, s.img))
+	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
+	if old.addr().MN() != cur.addr.MN() {
+		if err := s.do(ctx, ops); err != nil {
+			return false, cur, err
+		}
+		ops = s.batch()
+	}
 	for {
 		ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
 		if err := s.do(ctx, ops); err != nil {
@@ -189,12 +194,14 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 		}
 		got := slot(ops[len(ops)-1].Old)
 		if got == cur.sl {
-			return true, cur, s.retire(ctx, old, meta)
+			return true, cur, s.retire(ctx, old)
 		}
 		// A leaf split moved the locked leaf deeper: find its new slot.
 		next, err := s.relocate(ctx, cur.with(got), old)
 		if err != nil {
-			s.unlockAsync(ctx, old)
+			if uerr := s.unlock(ctx, old, meta); uerr != nil {
+				return false, cur, uerr
+			}
 			return false, cur, err
 		}
 		cur = next
@@ -203,16 +210,27 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 	}
 }
 
-// retire marks a locked, unlinked leaf (whose meta word is meta) invalid
-// and retires its lock.
-func (s *session) retire(ctx context.Context, sl slot, meta uint64) error {
-	n := classBytes(sl.leafClass())
+// markRemoved appends the WRITE that clears the valid bit of the leaf sl
+// points to (whose meta word is meta).
+func (s *session) markRemoved(ops []remote.Op, sl slot, meta uint64) []remote.Op {
+	binary.LittleEndian.PutUint64(s.meta[:], meta&^metaValidBit)
+	return append(ops, remote.Write(sl.addr().Add(leafMetaOff), s.meta[:]))
+}
+
+// retire retires the lock of a locked, unlinked leaf for good.
+func (s *session) retire(ctx context.Context, sl slot) error {
+	binary.LittleEndian.PutUint64(s.meta[:], lockRetired)
+	return s.c.Write(ctx, sl.addr().Add(uint64(classBytes(sl.leafClass())-8)), s.meta[:])
+}
+
+// unlock restores a locked leaf that stays linked: valid again (meta) and
+// its lock free, the release after the meta in one batch.
+func (s *session) unlock(ctx context.Context, sl slot, meta uint64) error {
+	binary.LittleEndian.PutUint64(s.meta[:], meta|metaValidBit)
 	a := sl.addr()
-	s.img = putWord(putWord(s.img[:0], meta&^metaValidBit), lockRetired)
-	ops := append(s.batch(),
-		remote.Write(a.Add(leafMetaOff), s.img[:8]),
-		remote.Write(a.Add(uint64(n-8)), s.img[8:16]))
-	return s.do(ctx, ops)
+	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), s.meta[:]),
+		remote.Write(a.Add(uint64(classBytes(sl.leafClass())-8)), zeroWord[:]))
+	return s.do(context.WithoutCancel(ctx), ops)
 }
 
 // relocate follows the key from a slot whose CAS failed to the slot that
@@ -229,39 +247,8 @@ func (s *session) relocate(ctx context.Context, from cursor, leaf slot) (cursor,
 	return d.cur, nil
 }
 
-// putRCU is the out-of-place (RCU) leaf variant of Options.OutOfPlaceLeaves:
-// no lock; a new leaf replaces the old one with a CAS on the slot.
-func (s *session) putRCU(ctx context.Context, cur cursor, key []byte) (bool, cursor, error) {
-	v, st, err := s.readLeaf(ctx, cur.sl)
-	if err != nil {
-		return false, cur, err
-	}
-	switch {
-	case st == leafTorn:
-		return false, cur, s.retry()
-	case st == leafRetired || s.stale(cur, v.rev):
-		cur, err = s.reread(ctx, cur)
-		return false, cur, err
-	}
-	if !v.matches(key) {
-		return s.splitLeaf(ctx, cur, v, key, s.value())
-	}
-	done, next, err := s.installLeaf(ctx, cur, key, s.value())
-	if err != nil || !done {
-		return false, next, err
-	}
-	return true, cur, s.invalidate(ctx, cur.sl, v.meta)
-}
-
-// invalidate clears the valid bit of an unlinked leaf (RCU variant).
-func (s *session) invalidate(ctx context.Context, sl slot, meta uint64) error {
-	s.img = putWord(s.img[:0], meta&^metaValidBit)
-	return s.c.Write(ctx, sl.addr().Add(leafMetaOff), s.img[:8])
-}
-
-// installLeaf replaces the slot at cur (a tombstone, or a leaf in the RCU
-// variant) with a new leaf, written on the slot's memory node in the same
-// batch as the CAS that links it.
+// installLeaf replaces a tombstone slot with a new leaf, written on the
+// slot's memory node in the same batch as the CAS that links it.
 func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
 	class := classFor(leafPayload(len(key), len(value)))
 	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
@@ -274,7 +261,7 @@ func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte
 	if err := s.do(ctx, ops); err != nil {
 		return false, cur, err
 	}
-	if got := slot(ops[1].Old); got != cur.sl {
+	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
 		return false, cur.with(got), nil
 	}
 	return true, cur, nil

@@ -198,10 +198,20 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 	case leafTorn:
 		return sc.again(next, e)
 	}
-	// Retired: what the slot holds now takes the leaf's place.
+	// Retired: what the slot holds now takes the leaf's place; if it still
+	// holds this leaf, the removal has not happened and the content is
+	// current.
 	w, err := sc.s.readWord(ctx, e.cur.addr)
 	if err != nil {
 		return next, err
+	}
+	if slot(w).addr() == e.cur.sl.addr() {
+		if sc.inRange(v.key) {
+			e.kv = KV{Key: bytes.Clone(v.key), Value: bytes.Clone(v.value)}
+			e.ready = true
+			next = append(next, e)
+		}
+		return next, nil
 	}
 	e.cur.sl = slot(w)
 	if !e.cur.sl.isChild() {

@@ -30,11 +30,13 @@ type session struct {
 	staged  []byte       // images of new structure, written in one batch
 	pieces  []piece      // the WRITEs of staged
 	word    [8]byte
+	meta    [8]byte // a meta or lock word being written
 	// The cache entry the current traversal started from.
 	entry     *artcache.Entry
 	entryPlen int
 	slotWords [256]uint64
 	retries   int // re-reads in the current attempt
+	flagWaits int // waits for other splits in the current operation
 
 	// The current operation, for the RDWC callbacks (built once per
 	// session, so an operation allocates no closure).
@@ -115,7 +117,7 @@ func (s *session) value() []byte {
 }
 
 func (t *Tree) release(s *session) {
-	s.ctx, s.key, s.val, s.win, s.entry = nil, nil, nil, nil, nil
+	s.ctx, s.key, s.val, s.win, s.entry, s.flagWaits = nil, nil, nil, nil, nil, 0
 	t.mu.Lock()
 	t.free = append(t.free, s)
 	t.mu.Unlock()

@@ -3,6 +3,7 @@ package smart
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -79,6 +80,14 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 			return true, d.cur, nil
 		}
 		if got.partial() == b {
+			if j >= n.h.nodeType().capacity() {
+				// Another insert put the key behind the node's capacity and may
+				// not have raised the type yet: help, so that nothing this
+				// operation does on top of it can be invisible once it returns.
+				if err := s.raiseType(context.WithoutCancel(ctx), d.cur, n.addr, n.h, typeFor(j)); err != nil {
+					return false, d.cur, err
+				}
+			}
 			return false, cursor{addr: n.slotAddr(j), sl: got, depth: d.pos + 1, level: d.cur.level + 1, node: n.addr}, nil
 		}
 		// Slot j went to another partial key: fix the leaf's reverse pointer
@@ -156,41 +165,89 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	s.stage(la, leafImage(s.img, nodeSlotAddr(node, 1), key, value, class))
 	ops := s.stagedOps()
 	final, finalRev, newSlot := node, rev, leafSlot(e1[lcp], class, la)
-	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, first), func() error {
+	revAddr := cur.sl.addr().Add(leafRevOff)
+	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, first), revAddr, old.rev, func() error {
 		s.rememberNew(e1[:lcp], final, finalRev, h, cur.level+chain, oldSlot, newSlot)
-		// Move the old leaf's reverse pointer to its new slot.
-		_, err := s.c.CAS(context.WithoutCancel(ctx), cur.sl.addr().Add(leafRevOff), uint64(old.rev), uint64(nodeSlotAddr(final, 0)))
+		// Move the old leaf's reverse pointer to its new slot (we own it:
+		// it carries our revMoving flag).
+		_, err := s.c.CAS(context.WithoutCancel(ctx), revAddr, uint64(old.rev|revMoving), uint64(nodeSlotAddr(final, 0)))
 		return err
 	})
 }
 
-// publish executes the writes of new structure (ops) and then CASes cur's
-// slot from its read value to repl, in one round trip if the slot lives on
-// the same memory node as every write, else in two. After a successful CAS
-// it runs after (the completing step, which must ignore cancellation: a
-// published change is always completed) before reporting success.
-func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl slot, after func() error) (bool, cursor, error) {
-	if s.t.opts.LockedInternal && cur.node != 0 {
-		return s.publishLocked(ctx, cur, ops, repl, after)
+// publish links new structure: it flags the reverse pointer at revAddr of
+// the object being moved (expecting revOld), executes the writes of the new
+// structure (ops), then CASes cur's slot from its read value to repl. The flag
+// and the writes share a round trip when the writes go to other memory nodes
+// than the slot; otherwise the flag costs its own round trip and the writes
+// share the CAS's. After a successful CAS it runs after (the completing step,
+// which must ignore cancellation: a published change is always completed)
+// before reporting success; after a failed one it clears the flag.
+func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl slot, revAddr, revOld remote.Addr, after func() error) (bool, cursor, error) {
+	if revOld&revMoving != 0 {
+		// Another split of this object is in flight: let it finish, then
+		// read the slot again.
+		return false, cur, s.waitMoving(ctx, revAddr)
 	}
+	mark := remote.CAS(revAddr, uint64(revOld), uint64(revOld|revMoving))
 	same := true
 	for i := range ops {
 		same = same && ops[i].Addr.MN() == cur.addr.MN()
 	}
-	if !same {
+	if same {
+		s.lockOps[0] = mark
+		if err := s.c.Do(ctx, s.lockOps[:1]); err != nil {
+			return false, cur, err
+		}
+		mark = s.lockOps[0]
+	} else {
+		ops = append(ops, mark)
 		if err := s.do(ctx, ops); err != nil {
 			return false, cur, err
 		}
+		mark = ops[len(ops)-1]
 		ops = s.batch()
 	}
-	ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
-	if err := s.do(ctx, ops); err != nil {
-		return false, cur, err
+	if !mark.Succeeded() {
+		return false, cur, s.waitMoving(ctx, revAddr)
 	}
-	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
-		return false, cur.with(got), nil
+	ctx = context.WithoutCancel(ctx) // the flag is always cleared
+	var ok bool
+	var next cursor
+	var err error
+	if s.t.opts.LockedInternal && cur.node != 0 {
+		ok, next, err = s.publishLocked(ctx, cur, ops, repl)
+	} else {
+		ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
+		if err = s.do(ctx, ops); err == nil {
+			got := slot(ops[len(ops)-1].Old)
+			ok, next = got == cur.sl, cur.with(got)
+		}
+	}
+	if err != nil || !ok {
+		s.lockOps[0] = remote.CAS(revAddr, uint64(revOld|revMoving), uint64(revOld))
+		if perr := s.c.Post(ctx, s.lockOps[:1]); err == nil {
+			err = perr
+		}
+		return false, next, err
 	}
 	return true, cur, after()
+}
+
+// waitMoving backs off while another split of an object holds its
+// revMoving flag (like a lock held; bounded like one), so the caller can
+// read the slot again and see that split's result.
+func (s *session) waitMoving(ctx context.Context, revAddr remote.Addr) error {
+	for s.flagWaits++; ; s.flagWaits++ {
+		if s.flagWaits > maxLockAttempts {
+			return fmt.Errorf("%w: a split of the object with reverse pointer at %v did not finish", ErrContention, revAddr)
+		}
+		s.backoff(s.flagWaits)
+		w, err := s.readWord(ctx, revAddr)
+		if err != nil || remote.Addr(w)&revMoving == 0 {
+			return err
+		}
+	}
 }
 
 // splitHeader handles a key that diverges inside s.node's prefix: a new
@@ -220,16 +277,18 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 		leafSlot(s.enc[pos], class, la)))
 	s.stage(la, leafImage(s.img, nodeSlotAddr(ma, 1), key, value, class))
 	ops := s.stagedOps()
-	target := pos + 1
-	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), func() error {
+	target, rev := pos+1, n.rev
+	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), nodeAddr.Add(nodeRevOff), rev, func() error {
 		s.rememberNew(s.enc[:pos], ma, cur.addr, mh, cur.level,
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
-		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, n.rev, nodeSlotAddr(ma, 0))
+		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, rev|revMoving, nodeSlotAddr(ma, 0))
 	})
 }
 
 // lowerHeader raises a node's header depth to target (dropping prefix
-// bytes) unless it is already there, and moves its reverse pointer.
+// bytes) unless it is already there, and moves its reverse pointer from
+// oldRev (flagged by this split) to newRev, the slot of the new node that now
+// points to it.
 func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, target int, oldRev, newRev remote.Addr) error {
 	hdr := node.Add(nodeHeaderOff)
 	ops := append(s.batch(), remote.CAS(node.Add(nodeRevOff), uint64(oldRev), uint64(newRev)))
@@ -242,8 +301,13 @@ func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, t
 		if last.Succeeded() {
 			return nil
 		}
+		// A type switch or another split changed the header: again, until
+		// its depth reaches target (depths only grow).
 		h = header(last.Old)
 		ops = s.batch()
+	}
+	if len(ops) > 0 {
+		return s.do(ctx, ops)
 	}
 	return nil
 }
