@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/rdwc"
@@ -185,9 +186,22 @@ func (s *session) lockTag() uint64 {
 }
 
 // backoff yields between attempts to take a held lock.
+//
+// In the simulator the wait is virtual time. In real time a holder can be
+// descheduled for milliseconds on a loaded machine, so after the first
+// spins the wait sleeps, up to 100 µs a time: the attempt budget then covers
+// a second or more of waiting rather than a burst of spins.
 func (s *session) backoff(attempt int) {
-	s.c.Compute(s.t.backoffUnit << min(attempt, 6))
-	runtime.Gosched()
+	if s.c.Pool().Simulated() {
+		s.c.Compute(s.t.backoffUnit << min(attempt, 6))
+		runtime.Gosched()
+		return
+	}
+	if attempt < 64 {
+		runtime.Gosched()
+		return
+	}
+	time.Sleep(time.Duration(min(attempt-63, 100)) * time.Microsecond)
 }
 
 func putWord(b []byte, v uint64) []byte {
