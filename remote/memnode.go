@@ -21,13 +21,14 @@ type memNode struct {
 }
 
 func newMemNode(id int, cfg Config) *memNode {
-	return &memNode{
+	m := &memNode{
 		id:     id,
-		main:   make([]uint64, cfg.NodeBytes/8),
 		onChip: make([]uint64, cfg.OnChipBytes/8),
 		next:   reservedBytes,
 		named:  make(map[string]Addr),
 	}
+	m.main = newWords(m, int(cfg.NodeBytes/8))
+	return m
 }
 
 // region returns the word slice an address lives in.
