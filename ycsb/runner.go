@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -178,6 +179,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
+	// Collect an earlier run's pool first, so that its memory nodes are
+	// unmapped before this run maps new ones (a comparison runs many).
+	runtime.GC()
 	pcfg := remote.Config{MemoryNodes: cfg.MemoryNodes, NodeBytes: cfg.NodeBytes}
 	if cfg.Mode == ModeSim {
 		sim := cfg.Sim
