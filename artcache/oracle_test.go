@@ -1,23 +1,13 @@
 package artcache
 
 import (
-	"flag"
 	"fmt"
 	"testing"
-	"time"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
-var seedFlag = flag.Uint64("artcache.seed", 0, "seed of the randomized tests (0: from the clock)")
-
-// testSeed returns the seed of a randomized test and logs how to replay it.
-func testSeed(tb testing.TB) uint64 {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	tb.Logf("seed %d (rerun with -artcache.seed %d)", seed, seed)
-	return seed
-}
+var testSeed = testseed.Flag("artcache.seed")
 
 type staleEntry struct {
 	prefix []byte

@@ -2,7 +2,6 @@ package rdwc
 
 import (
 	"encoding/binary"
-	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -10,19 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/internal/testseed"
+
 	"github.com/anishathalye/porcupine"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "seed of the randomized tests (0: from the clock)")
-
-func testSeed(tb testing.TB) uint64 {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	tb.Logf("seed %d (rerun with -seed %d)", seed, seed)
-	return seed
-}
+var testSeed = testseed.Flag("seed")
 
 // regInput is an operation on one key of the store: a write of a non-zero
 // value, or a read.

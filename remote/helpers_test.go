@@ -1,22 +1,12 @@
 package remote
 
 import (
-	"flag"
 	"testing"
-	"time"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "seed of the randomized tests (0: derive one from the clock and print it)")
-
-// testSeed returns the seed of a randomized test and logs how to rerun it.
-func testSeed(t testing.TB) uint64 {
-	s := *seedFlag
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (rerun with -seed=%d)", s, s)
-	return s
-}
+var testSeed = testseed.Flag("seed")
 
 // transportCase is one way to run a pool.
 type transportCase struct {

@@ -3,24 +3,14 @@ package sherman
 import (
 	"context"
 	"encoding/binary"
-	"flag"
 	"testing"
-	"time"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 
 	"github.com/dmindex/dmindex/remote"
 )
 
-var seedFlag = flag.Uint64("seed", 0, "seed of the randomized tests (0: derived from the clock)")
-
-// testSeed returns the seed of a randomized test and logs how to replay it.
-func testSeed(t testing.TB) uint64 {
-	s := *seedFlag
-	if s == 0 {
-		s = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -seed=%d)", s, s)
-	return s
-}
+var testSeed = testseed.Flag("seed")
 
 // newPool returns a pool closed at the end of the test.
 func newPool(t testing.TB, cfg remote.Config) *remote.Pool {
