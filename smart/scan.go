@@ -19,9 +19,11 @@ import (
 // of the frontier in one batch, nodes and leaves alike (parallel reads per
 // level), replaces each node read by its children that intersect the range,
 // and yields the leaves at the front. A round reads entries in key order up
-// to a byte budget that starts at scanFirstRound and, once pairs are being
-// yielded, doubles every round up to scanMaxRound, so stopping early reads
-// little beyond what was yielded.
+// to a budget of verbs (scanFirstWindow, then doubling up to scanWindow) and
+// of bytes (scanFirstRound, then doubling up to scanMaxRound); the budgets
+// grow only once pairs are being yielded, so stopping early reads little
+// beyond what was yielded, and small leaves do not turn a short scan into
+// hundreds of READs (the memory nodes' IOPS are the scarce resource).
 // A leaf found retired sends the scan back to its slot (the same position in
 // key order), so a key present for the whole scan is yielded exactly once
 // even while leaves split or move.
@@ -40,7 +42,7 @@ func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
 			return
 		}
 		defer t.release(s)
-		sc := scanner{s: s, lo: lo, hi: hi, elo: appendEncoded(nil, lo), budget: scanFirstRound}
+		sc := scanner{s: s, lo: lo, hi: hi, elo: appendEncoded(nil, lo), budget: scanFirstRound, window: scanFirstWindow}
 		if hi != nil {
 			sc.ehi = appendEncoded(nil, hi)
 		}
@@ -53,8 +55,10 @@ func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
 // The bytes one scan round reads (at least one entry) start at
 // scanFirstRound and double up to scanMaxRound.
 const (
-	scanFirstRound = 2 << 10
-	scanMaxRound   = 64 << 10
+	scanFirstRound  = 2 << 10
+	scanMaxRound    = 64 << 10
+	scanFirstWindow = 8
+	scanWindow      = 64
 )
 
 // entry is one slot of the scan frontier.
@@ -74,6 +78,7 @@ type scanner struct {
 	front    []entry
 	next     []entry
 	budget   int // bytes read per round
+	window   int // verbs per round
 	buf      []byte
 	tmp      []byte
 }
@@ -104,6 +109,7 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 			// Streaming leaves: read further ahead. While descending to the
 			// first leaf the budget stays small.
 			sc.budget = min(2*sc.budget, scanMaxRound)
+			sc.window = min(2*sc.window, scanWindow)
 		}
 		if len(sc.front) == 0 {
 			return nil
@@ -129,7 +135,7 @@ func (sc *scanner) round(ctx context.Context) error {
 			continue
 		}
 		m := readSize(e.cur.sl)
-		if n > 0 && total+m > sc.budget {
+		if n > 0 && (total+m > sc.budget || n == sc.window) {
 			break
 		}
 		n++
