@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"testing"
 
 	"github.com/dmindex/dmindex/internal/testseed"
@@ -40,4 +41,35 @@ func newTestPool(t testing.TB, cfg Config) *Pool {
 // simConfig returns a copy of sc with the given ordering and seed.
 func simConfig(o Ordering, seed uint64) *SimConfig {
 	return &SimConfig{Profile: CX6(), Ordering: o, Seed: seed}
+}
+
+// pingPong starts two goroutines that take turns rounds times through Wait
+// and Signal, each round checked by an FAA on the word at a; the caller
+// waits for them with p.Wait.
+func pingPong(t *testing.T, p *Pool, ping, pong *Client, a Addr, rounds int) {
+	ctx := context.Background()
+	p.Go(func() {
+		for i := range rounds {
+			if _, err := ping.FAA(ctx, a, 1); err != nil {
+				t.Error(err)
+			}
+			pong.Signal()
+			if err := ping.Wait(ctx); err != nil {
+				t.Errorf("ping round %d: %v", i, err)
+				return
+			}
+		}
+	})
+	p.Go(func() {
+		for i := range rounds {
+			if err := pong.Wait(ctx); err != nil {
+				t.Errorf("pong round %d: %v", i, err)
+				return
+			}
+			if v, err := pong.FAA(ctx, a, 0); err != nil || v != uint64(i+1) {
+				t.Errorf("pong round %d saw %d, %v", i, v, err)
+			}
+			ping.Signal()
+		}
+	})
 }

@@ -136,30 +136,7 @@ func TestSimWaitSignal(t *testing.T) {
 			t.Fatal(err)
 		}
 		const rounds = 100
-		p.Go(func() {
-			for i := range rounds {
-				if _, err := ping.FAA(ctx, a, 1); err != nil {
-					t.Error(err)
-				}
-				pong.Signal()
-				if err := ping.Wait(ctx); err != nil {
-					t.Errorf("ping round %d: %v", i, err)
-					return
-				}
-			}
-		})
-		p.Go(func() {
-			for i := range rounds {
-				if err := pong.Wait(ctx); err != nil {
-					t.Errorf("pong round %d: %v", i, err)
-					return
-				}
-				if v, err := pong.FAA(ctx, a, 0); err != nil || v != uint64(i+1) {
-					t.Errorf("pong round %d saw %d, %v", i, v, err)
-				}
-				ping.Signal()
-			}
-		})
+		pingPong(t, p, ping, pong, a, rounds)
 		t0 := p.Now()
 		if err := p.Wait(); err != nil {
 			t.Fatal(err)
