@@ -1,10 +1,8 @@
 package artcache
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -232,19 +230,6 @@ func (g *gen) entry() *Entry {
 
 // key returns a lookup key: a cached-like prefix plus a few bytes.
 func (g *gen) key() []byte { return append(g.prefix(), g.bytes(g.r.IntN(3))...) }
-
-func describe(m map[string]*Entry) string {
-	var b strings.Builder
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%q:%#x ", k, m[k].Addr)
-	}
-	return b.String()
-}
 
 func sameResult(e1 *Entry, i1, p1 int, ok1 bool, e2 *Entry, i2, p2 int, ok2 bool) bool {
 	return ok1 == ok2 && (!ok1 || e1 == e2 && i1 == i2 && p1 == p2)

@@ -20,8 +20,6 @@ const (
 	MaxKeyLen = 255
 	// MaxValueLen is the largest value SMART accepts.
 	MaxValueLen = 64 << 10
-	// maxEncodedLen bounds the encoding of a MaxKeyLen key.
-	maxEncodedLen = 2*MaxKeyLen + 1
 )
 
 // appendEncoded appends the encoding of key to dst.

@@ -38,14 +38,6 @@ type nodeView struct {
 // slotAddr returns the address of slot i of the node.
 func (n *nodeView) slotAddr(i int) remote.Addr { return n.addr.Add(uint64(nodeSlotsOff + 8*i)) }
 
-// prefix returns the node's prefix bytes still to be matched.
-func (n *nodeView) prefix(dst []byte) []byte {
-	for i := n.skip; i < n.h.prefixLen(); i++ {
-		dst = append(dst, n.h.prefixByte(i))
-	}
-	return dst
-}
-
 // find returns the index of the non-empty slot with partial b, or -1.
 func (n *nodeView) find(b byte) int {
 	for i := range n.typ.capacity() {

@@ -37,7 +37,6 @@ type verifier struct {
 	seen map[remote.Addr]bool
 	last []byte // last key visited
 	any  bool
-	buf  [nodeAllocBytes]byte
 }
 
 func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
