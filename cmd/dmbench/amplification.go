@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -44,15 +43,11 @@ func amplificationCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 	o := defaultOptions()
 	o.keys, o.valueSize = "email", 64 // Table 4.1's 32-byte keys and 96-byte objects
 	o.records, o.ops, o.cns = 50_000, 20_000, 1
-	fs := flag.NewFlagSet("amplification", flag.ContinueOnError)
+	fs := newFlagSet("amplification", "Measures bytes moved per byte returned for reads and writes (the paper's Table 4.1).")
 	idxList := fs.String("indexes", "smart,sherman", "comma-separated indexes")
 	clients := fs.Int("clients", 1, "clients per compute node")
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
 	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dmbench amplification [flags]\n\nMeasures bytes moved per byte returned for reads and writes (the paper's Table 4.1).")
-		fs.PrintDefaults()
-	}
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,17 +40,13 @@ type ratio struct {
 // client count, in one process, with one table, results.json and plots.
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := defaultOptions()
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs := newFlagSet("compare", "Runs every index on every workload at every client count and compares them.")
 	idxList := fs.String("indexes", "smart,sherman", "comma-separated indexes; ratios are the first over the others")
 	wlList := fs.String("workloads", "load,a,b,c,d", "comma-separated workloads (load, a–f, la, N-)")
 	clList := fs.String("clients", "1,4,16", "comma-separated clients per compute node: one point of each curve per count")
 	out := fs.String("out", "", "directory for results.json, table.txt and the PNG and SVG plots (none if empty)")
 	asJSON := fs.Bool("json", false, "print results.json to stdout instead of the table")
 	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dmbench compare [flags]\n\nRuns every index on every workload at every client count and compares them.")
-		fs.PrintDefaults()
-	}
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -40,17 +39,13 @@ var smartWith = smartOpener
 // workload, optionally next to Sherman.
 func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := defaultOptions()
-	fs := flag.NewFlagSet("factor", flag.ContinueOnError)
+	fs := newFlagSet("factor", "Adds SMART's techniques one by one (the paper's Figure 4.14).")
 	wlList := fs.String("workloads", "load,a,b,c", "comma-separated workloads")
 	clients := fs.Int("clients", 8, "clients per compute node")
 	withSherman := fs.Bool("sherman", true, "also run Sherman as the baseline")
 	out := fs.String("out", "", "directory for factor.json, factor.txt and factor.{png,svg} (none if empty)")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of the table")
 	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dmbench factor [flags]\n\nAdds SMART's techniques one by one (the paper's Figure 4.14).")
-		fs.PrintDefaults()
-	}
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}

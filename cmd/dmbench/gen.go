@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +17,7 @@ import (
 // --load-trace/--run-trace or by other tools. The transactions are one
 // client's stream with every insert acknowledged at once.
 func genCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("gen", flag.ContinueOnError)
+	fs := newFlagSet("gen", "Writes a workload as index-microbench trace files.")
 	workload := fs.String("workload", "a", "workload: load, a, b, c, d, e, f, la, or N-")
 	keysFlag := fs.String("keys", "int", "key type: int or email")
 	records := fs.Uint64("records", 100_000, "records of the load file")
@@ -26,10 +25,6 @@ func genCmd(args []string, stdout, stderr io.Writer) error {
 	zipf := fs.Float64("zipf", ycsb.DefaultZipfTheta, "Zipfian constant θ")
 	seed := fs.Uint64("seed", 1, "seed of the transaction stream")
 	out := fs.String("out", ".", "directory to write the files to")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dmbench gen [flags]\n\nWrites a workload as index-microbench trace files.")
-		fs.PrintDefaults()
-	}
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}

@@ -143,6 +143,17 @@ func counts(flagName, list string) ([]int, error) {
 }
 
 // parse parses args into fs; flag errors are reported on stderr by fs.
+// newFlagSet returns the flag set of subcommand name, whose usage text is
+// the synopsis followed by about and the flags.
+func newFlagSet(name, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: dmbench %s [flags]\n\n%s\n", name, about)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,7 @@ import (
 // runCmd is "dmbench run": one index, one workload, one client count.
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := defaultOptions()
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs := newFlagSet("run", "Runs one workload against one index and prints YCSB's text format or --json.")
 	index := fs.String("index", "smart", "index: smart or sherman")
 	workload := fs.String("workload", "a", "workload: load, a, b, c, d, e, f, la, or N- (N% insert, the rest reads)")
 	clients := fs.Int("clients", 8, "clients per compute node")
@@ -22,10 +21,6 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	loadTrace := fs.String("load-trace", "", "index-microbench load file to replay instead of generating records (needs --run-trace)")
 	runTrace := fs.String("run-trace", "", "index-microbench transaction file to replay instead of --workload")
 	o.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: dmbench run [flags]\n\nRuns one workload against one index and prints YCSB's text format or --json.")
-		fs.PrintDefaults()
-	}
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
