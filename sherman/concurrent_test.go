@@ -146,14 +146,7 @@ func TestConcurrentOwnedKeys(t *testing.T) {
 			}
 			p := newPool(t, remote.Config{MemoryNodes: 2})
 			trees := c.w.run(t, p, testSeed(t))
-			var st Stats
-			for _, tr := range trees {
-				s := tr.Stats()
-				st.HandOvers += s.HandOvers
-				st.GlobalLocks += s.GlobalLocks
-				st.LeafSplits += s.LeafSplits
-				st.RootGrowths += s.RootGrowths
-			}
+			st := sumStats(trees)
 			t.Logf("stats %+v", st)
 		})
 	}

@@ -56,3 +56,25 @@ func verify(t testing.TB, tr *Tree) treeInfo {
 
 // ikey returns the 8-byte big-endian key of i.
 func ikey(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
+
+// sumStats adds up the protocol counters of every tree.
+func sumStats(trees []*Tree) Stats {
+	var st Stats
+	for _, tr := range trees {
+		s := tr.Stats()
+		st.CacheHits += s.CacheHits
+		st.CacheMisses += s.CacheMisses
+		st.CacheInvalidations += s.CacheInvalidations
+		st.GlobalLocks += s.GlobalLocks
+		st.HandOvers += s.HandOvers
+		st.LockCASFailures += s.LockCASFailures
+		st.TornReads += s.TornReads
+		st.Retries += s.Retries
+		st.LeafSplits += s.LeafSplits
+		st.InnerSplits += s.InnerSplits
+		st.RootGrowths += s.RootGrowths
+		st.Delegated += s.Delegated
+		st.Combined += s.Combined
+	}
+	return st
+}

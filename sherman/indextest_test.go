@@ -2,6 +2,7 @@ package sherman
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/dmindex/dmindex/internal/indextest"
@@ -51,4 +52,16 @@ func TestIndexContractRDWC(t *testing.T) {
 	t.Run("basic", func(t *testing.T) { indextest.RunBasic(t, tg) })
 	t.Run("concurrent", func(t *testing.T) { indextest.RunConcurrent(t, tg) })
 	t.Run("linearizable", func(t *testing.T) { indextest.RunLinearizable(t, tg) })
+}
+
+// TestLinearizableSmallPages checks linearizability (porcupine, in local mode
+// and in the simulator in both orderings) with four entries per page, so
+// that hot keys split and move pages under contention, with and without
+// RDWC.
+func TestLinearizableSmallPages(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprint("rdwc=", shared), func(t *testing.T) {
+			indextest.RunLinearizable(t, contractTarget("sherman-span4", Options{KeySize: 8, ValueSize: 16, Span: 4, RDWC: shared}))
+		})
+	}
 }

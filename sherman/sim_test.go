@@ -26,15 +26,7 @@ func TestSimOwnedKeys(t *testing.T) {
 			}
 			p := simPool(t, o, seed)
 			trees := w.run(t, p, seed)
-			var st Stats
-			for _, tr := range trees {
-				s := tr.Stats()
-				st.HandOvers += s.HandOvers
-				st.GlobalLocks += s.GlobalLocks
-				st.LockCASFailures += s.LockCASFailures
-				st.TornReads += s.TornReads
-				st.LeafSplits += s.LeafSplits
-			}
+			st := sumStats(trees)
 			t.Logf("virtual time %v, %+v", p.Report().Elapsed, st)
 		})
 	}
@@ -57,15 +49,7 @@ func TestSimHotKeys(t *testing.T) {
 			}
 			p := simPool(t, o, seed)
 			trees := w.run(t, p, seed)
-			var st Stats
-			for _, tr := range trees {
-				s := tr.Stats()
-				st.HandOvers += s.HandOvers
-				st.GlobalLocks += s.GlobalLocks
-				st.TornReads += s.TornReads
-				st.Delegated += s.Delegated
-				st.Combined += s.Combined
-			}
+			st := sumStats(trees)
 			if c.rdwc && st.Delegated+st.Combined == 0 {
 				t.Errorf("RDWC shared nothing: %+v", st)
 			}
@@ -98,17 +82,6 @@ func TestSimScan(t *testing.T) {
 			seed := testSeed(t)
 			scanUnderChurn(t, simPool(t, o, seed), seed, 4, 32, 16)
 		})
-	}
-}
-
-func TestSimLinearizable(t *testing.T) {
-	for _, o := range orderings {
-		for _, shared := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%v-rdwc=%v", o, shared), func(t *testing.T) {
-				seed := testSeed(t)
-				linearizability(t, simPool(t, o, seed), seed, 4, 8, 60, Options{Span: 4, ValueSize: 16, RDWC: shared})
-			})
-		}
 	}
 }
 
