@@ -20,8 +20,9 @@ type Client struct {
 	chunks []chunk // bump allocation state per memory node
 	rr     int     // next memory node for round-robin allocation
 
-	permit chan struct{} // local transport: the wait/signal permit
+	permit chan struct{} // real-time transports: the wait/signal permit
 	sim    *simClient    // simulator state
+	net    *netClient    // network transports' state
 }
 
 type chunk struct{ cur, end uint64 }
@@ -95,6 +96,24 @@ func (c *Client) Post(ctx context.Context, ops []Op) error {
 	return nil
 }
 
+// ChargeOp charges the client CPU time of one index operation: the
+// simulator's Profile.CPUPerOp in virtual time, nothing on the transports
+// that run in real time (where that CPU time is spent for real). Index code
+// calls it once per operation.
+func (c *Client) ChargeOp() {
+	if c.pool.opCPU > 0 {
+		c.pool.t.compute(c, c.pool.opCPU)
+	}
+}
+
+// Backoff waits before retry number attempt (from 0) of an action that
+// waits for another client: a held lock, a record being written. In the
+// simulator the wait is virtual time, doubling from 100 ns up to 6.4 µs. In
+// real time the first retries only yield the processor (a preempted holder
+// needs the CPU, not time) and later ones sleep, doubling from 1 µs up to
+// 1 ms, so that a retry budget covers seconds of waiting.
+func (c *Client) Backoff(attempt int) { c.pool.t.backoff(c, max(attempt, 0)) }
+
 // check validates a batch before anything of it executes.
 func (c *Client) check(ctx context.Context, ops []Op) error {
 	if c.pool.closed.Load() {
@@ -117,33 +136,13 @@ func (c *Client) check(ctx context.Context, ops []Op) error {
 
 // checkOp validates one verb's kind, address, bounds and alignment.
 func (p *Pool) checkOp(o *Op) error {
-	switch o.Kind {
-	case OpRead, OpWrite:
-	case OpCAS, OpFAA:
-		if o.Addr%8 != 0 {
-			return fmt.Errorf("%w: %v %v", ErrMisaligned, o.Kind, o.Addr)
-		}
-	default:
-		return fmt.Errorf("%w: verb kind %d", ErrBadRequest, o.Kind)
+	if o.Addr.IsNil() {
+		return fmt.Errorf("%w: %v", ErrNilAddr, o.Kind)
 	}
-	return p.checkRange(o.Addr, uint64(o.size()), o.Kind)
-}
-
-// checkRange validates the region [a, a+n).
-func (p *Pool) checkRange(a Addr, n uint64, k OpKind) error {
-	if a.IsNil() {
-		return fmt.Errorf("%w: %v", ErrNilAddr, k)
+	if mn := o.Addr.MN(); mn >= len(p.geom) {
+		return fmt.Errorf("%w: %v %v (pool has %d)", ErrUnknownNode, o.Kind, o.Addr, len(p.geom))
 	}
-	mn := a.MN()
-	if mn >= len(p.mns) {
-		return fmt.Errorf("%w: %v %v (pool has %d)", ErrUnknownNode, k, a, len(p.mns))
-	}
-	size := uint64(len(p.mns[mn].region(a))) * 8
-	off := a.Offset()
-	if off >= size || n > size-off {
-		return fmt.Errorf("%w: %v of %d bytes at %v (region is %d bytes)", ErrOutOfBounds, k, n, a, size)
-	}
-	return nil
+	return checkVerb(p.geom[o.Addr.MN()], o.Kind, o.Addr, uint64(o.size()))
 }
 
 // Alloc allocates size bytes, 8-byte aligned, on the next memory node in
@@ -160,16 +159,17 @@ func (c *Client) AllocOn(ctx context.Context, mn, size, align int) (Addr, error)
 	if size <= 0 || align < 8 || align&(align-1) != 0 || int64(size) > c.pool.cfg.NodeBytes {
 		return 0, fmt.Errorf("%w: alloc of %d bytes aligned to %d", ErrBadRequest, size, align)
 	}
-	if mn >= len(c.pool.mns) {
-		return 0, fmt.Errorf("%w: alloc on memory node %d (pool has %d)", ErrUnknownNode, mn, len(c.pool.mns))
+	n := len(c.pool.geom)
+	if mn >= n {
+		return 0, fmt.Errorf("%w: alloc on memory node %d (pool has %d)", ErrUnknownNode, mn, n)
 	}
 	if mn >= 0 {
 		return c.allocOn(ctx, mn, uint64(size), uint64(align))
 	}
 	var err error
-	for range c.pool.mns {
+	for range n {
 		mn = c.rr
-		c.rr = (c.rr + 1) % len(c.pool.mns)
+		c.rr = (c.rr + 1) % n
 		var a Addr
 		if a, err = c.allocOn(ctx, mn, uint64(size), uint64(align)); err == nil {
 			return a, nil
@@ -189,30 +189,21 @@ func (c *Client) allocOn(ctx context.Context, mn int, size, align uint64) (Addr,
 		return MakeAddr(mn, start), nil
 	}
 	chunkBytes := uint64(c.pool.cfg.ChunkBytes)
-	if size+align > chunkBytes/4 {
-		// Large objects get their own RPC instead of wasting a chunk.
-		var a Addr
-		err := c.rpc(ctx, mn, func() (err error) {
-			a, err = c.pool.mns[mn].allocRPC(size, align)
-			return err
-		})
-		return a, err
+	req := rpcRequest{Kind: rpcAlloc, Size: size, Align: align}
+	if size+align <= chunkBytes/4 {
+		// A new chunk, or, if not a whole chunk is left, just this object
+		// from the node's tail. Large objects get their own RPC instead of
+		// wasting a chunk.
+		req = rpcRequest{Kind: rpcAlloc, Size: chunkBytes, Align: 64, OrSize: size, OrAlign: align}
 	}
-	var base Addr
-	single := false
-	err := c.rpc(ctx, mn, func() (err error) {
-		m := c.pool.mns[mn]
-		if base, err = m.allocRPC(chunkBytes, 64); errors.Is(err, ErrOutOfMemory) {
-			// Not a whole chunk left: take just this object from the tail.
-			single = true
-			base, err = m.allocRPC(size, align)
+	r, err := c.rpc(ctx, mn, &req)
+	if err != nil || req.OrSize == 0 || r.Fallen {
+		if err != nil {
+			return 0, err
 		}
-		return err
-	})
-	if err != nil || single {
-		return base, err
+		return MakeAddr(mn, r.Off), nil
 	}
-	ch.cur, ch.end = base.Offset(), base.Offset()+chunkBytes
+	ch.cur, ch.end = r.Off, r.Off+chunkBytes
 	start = (ch.cur + align - 1) &^ (align - 1)
 	ch.cur = start + size
 	return MakeAddr(mn, start), nil
@@ -226,23 +217,30 @@ func (c *Client) Named(ctx context.Context, name string, size int) (Addr, error)
 	if size <= 0 || int64(size) > c.pool.cfg.NodeBytes {
 		return 0, fmt.Errorf("%w: named region %q of %d bytes", ErrBadRequest, name, size)
 	}
-	var a Addr
-	err := c.rpc(ctx, 0, func() (err error) {
-		a, err = c.pool.mns[0].namedRPC(name, uint64(size))
-		return err
-	})
-	return a, err
+	if len(name) > maxNameBytes {
+		return 0, fmt.Errorf("%w: named region's name of %d bytes (at most %d)", ErrBadRequest, len(name), maxNameBytes)
+	}
+	r, err := c.rpc(ctx, 0, &rpcRequest{Kind: rpcNamed, Name: name, Size: uint64(size)})
+	if err != nil {
+		return 0, err
+	}
+	return MakeAddr(0, r.Off), nil
 }
 
-func (c *Client) rpc(ctx context.Context, mn int, fn func() error) error {
+// rpc sends req to memory node mn's CPU.
+func (c *Client) rpc(ctx context.Context, mn int, req *rpcRequest) (rpcReply, error) {
 	if c.pool.closed.Load() {
-		return ErrClosed
+		return rpcReply{}, ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return rpcReply{}, err
 	}
 	c.stats.rpcs.Add(1)
-	return c.pool.t.rpc(ctx, c, mn, fn)
+	r, err := c.pool.t.rpc(ctx, c, mn, req)
+	if err != nil {
+		return r, fmt.Errorf("memory node %d: %s: %w", mn, req.Kind, err)
+	}
+	return r, nil
 }
 
 // Wait parks the client until another client calls Signal on it, the

@@ -24,8 +24,8 @@ func (cn *ComputeNode) Pool() *Pool { return cn.pool }
 func (cn *ComputeNode) NewClient() *Client {
 	cn.mu.Lock()
 	c := &Client{cn: cn, pool: cn.pool, id: len(cn.clients)}
-	c.chunks = make([]chunk, len(cn.pool.mns))
-	c.rr = c.id % len(cn.pool.mns)
+	c.chunks = make([]chunk, len(cn.pool.geom))
+	c.rr = c.id % len(cn.pool.geom)
 	cn.clients = append(cn.clients, c)
 	cn.mu.Unlock()
 	cn.pool.t.newClient(c)

@@ -6,25 +6,53 @@ import (
 )
 
 // Config describes a pool. The zero Config is valid: one memory node of
-// DefaultNodeBytes with the local transport.
+// DefaultNodeBytes with the local transport. At most one of Sim, Shm, TCP
+// and Fabric may be set; none selects the local transport.
 type Config struct {
 	// MemoryNodes is the number of memory nodes (default 1, at most
-	// MaxMemoryNodes).
+	// MaxMemoryNodes). With TCP or Fabric it is the length of their address
+	// list (0 means that); with Shm, 0 means the nodes already in the
+	// directory, or 1 if there are none.
 	MemoryNodes int
 	// NodeBytes is the size of each memory node's main region in bytes
 	// (default DefaultNodeBytes; rounded up to 8). Pages are only touched
-	// when written, so a large region costs little until used.
+	// when written, so a large region costs little until used. Memory
+	// nodes that already exist (Shm, TCP, Fabric) have their own size: 0
+	// accepts it, another value must match it.
 	NodeBytes int64
 	// OnChipBytes is the size of each memory node's on-chip region (default
-	// DefaultOnChipBytes; negative disables it).
+	// DefaultOnChipBytes; negative disables it). As NodeBytes for memory
+	// nodes that already exist.
 	OnChipBytes int
 	// ChunkBytes is the unit a client's bump allocator requests from a memory
 	// node by RPC (default NodeBytes/1024 clamped to [64 KiB,
 	// DefaultChunkBytes], and to a quarter of a small node).
 	ChunkBytes int64
-	// Sim selects the deterministic simulator; nil selects the local
-	// transport.
+	// Sim selects the deterministic simulator.
 	Sim *SimConfig
+	// Shm selects memory nodes that are files mapped by every process that
+	// opens the pool (tmpfs, or a DAX device on a CXL host).
+	Shm *ShmConfig
+	// TCP selects memory nodes served by memnode processes over TCP.
+	TCP *TCPConfig
+	// Fabric selects memory nodes served by memnode processes over
+	// libfabric (RDMA); it needs a build with the "fabric" tag.
+	Fabric *FabricConfig
+}
+
+// transportName returns the name of the transport c selects.
+func (c *Config) transportName() string {
+	switch {
+	case c.Sim != nil:
+		return "sim"
+	case c.Shm != nil:
+		return "shm"
+	case c.TCP != nil:
+		return "tcp"
+	case c.Fabric != nil:
+		return "fabric"
+	}
+	return "local"
 }
 
 // Defaults of Config.
@@ -157,33 +185,40 @@ func ProfileByName(name string) (Profile, error) {
 	return Profile{}, fmt.Errorf("%w: unknown NIC profile %q (want cx6)", ErrBadRequest, name)
 }
 
+// normalized validates c and fills in the defaults that do not depend on
+// memory nodes that already exist.
 func (c Config) normalized() (Config, error) {
-	if c.MemoryNodes == 0 {
-		c.MemoryNodes = 1
+	n := 0
+	for _, set := range []bool{c.Sim != nil, c.Shm != nil, c.TCP != nil, c.Fabric != nil} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return c, fmt.Errorf("%w: more than one of Sim, Shm, TCP and Fabric is set", ErrBadRequest)
 	}
 	if c.MemoryNodes < 0 || c.MemoryNodes > MaxMemoryNodes {
 		return c, fmt.Errorf("%w: MemoryNodes %d not in 1..%d", ErrBadRequest, c.MemoryNodes, MaxMemoryNodes)
 	}
-	if c.NodeBytes == 0 {
-		c.NodeBytes = DefaultNodeBytes
-	}
-	c.NodeBytes = (c.NodeBytes + 7) &^ 7
-	if c.NodeBytes < 2*reservedBytes || c.NodeBytes >= onChipBit {
+	if c.NodeBytes < 0 || c.NodeBytes >= onChipBit || (c.NodeBytes > 0 && c.NodeBytes < 2*reservedBytes) {
 		return c, fmt.Errorf("%w: NodeBytes %d not in %d..2^47", ErrBadRequest, c.NodeBytes, 2*reservedBytes)
 	}
-	if c.OnChipBytes == 0 {
-		c.OnChipBytes = DefaultOnChipBytes
+	c.NodeBytes = (c.NodeBytes + 7) &^ 7
+	if c.OnChipBytes > 1<<30 {
+		return c, fmt.Errorf("%w: OnChipBytes %d above 1 GiB", ErrBadRequest, c.OnChipBytes)
 	}
-	if c.OnChipBytes < 0 {
-		c.OnChipBytes = 0
+	if c.ChunkBytes < 0 {
+		return c, fmt.Errorf("%w: ChunkBytes %d is negative", ErrBadRequest, c.ChunkBytes)
 	}
-	c.OnChipBytes = (c.OnChipBytes + 7) &^ 7
-	if c.ChunkBytes == 0 {
-		c.ChunkBytes = min(max(64<<10, min(DefaultChunkBytes, c.NodeBytes/1024)), (c.NodeBytes-reservedBytes)/4&^63)
+	if c.TCP != nil || c.Fabric != nil || c.Shm != nil {
+		return c, nil // the rest is settled when the memory nodes are known
 	}
-	c.ChunkBytes = (c.ChunkBytes + 63) &^ 63
-	if c.ChunkBytes <= 0 || c.ChunkBytes > c.NodeBytes-reservedBytes {
-		return c, fmt.Errorf("%w: ChunkBytes %d not in 1..NodeBytes", ErrBadRequest, c.ChunkBytes)
+	if c.MemoryNodes == 0 {
+		c.MemoryNodes = 1
+	}
+	c.defaultGeometry()
+	if err := c.checkChunk(); err != nil {
+		return c, err
 	}
 	if c.Sim != nil {
 		s := *c.Sim
@@ -205,4 +240,27 @@ func (c Config) normalized() (Config, error) {
 		c.Sim = &s
 	}
 	return c, nil
+}
+
+// defaultGeometry fills in NodeBytes and OnChipBytes of new memory nodes.
+func (c *Config) defaultGeometry() {
+	if c.NodeBytes == 0 {
+		c.NodeBytes = DefaultNodeBytes
+	}
+	if c.OnChipBytes == 0 {
+		c.OnChipBytes = DefaultOnChipBytes
+	}
+	c.OnChipBytes = (max(c.OnChipBytes, 0) + 7) &^ 7
+}
+
+// checkChunk fills in and validates ChunkBytes once NodeBytes is known.
+func (c *Config) checkChunk() error {
+	if c.ChunkBytes == 0 {
+		c.ChunkBytes = min(max(64<<10, min(DefaultChunkBytes, c.NodeBytes/1024)), (c.NodeBytes-reservedBytes)/4&^63)
+	}
+	c.ChunkBytes = (c.ChunkBytes + 63) &^ 63
+	if c.ChunkBytes <= 0 || c.ChunkBytes > c.NodeBytes-reservedBytes {
+		return fmt.Errorf("%w: ChunkBytes %d not in 1..NodeBytes-%d", ErrBadRequest, c.ChunkBytes, reservedBytes)
+	}
+	return nil
 }

@@ -20,6 +20,17 @@ var (
 	// ErrBadRequest: a malformed verb or allocation request (unknown verb
 	// kind, negative size, bad alignment).
 	ErrBadRequest = errors.New("remote: bad request")
+	// ErrUnavailable: a memory node cannot be reached: its connection
+	// failed, it did not answer within the transport's timeout, or it went
+	// away. The verb may or may not have taken effect.
+	ErrUnavailable = errors.New("remote: memory node unavailable")
+	// ErrBadNode: a memory node's memory is not one this pool can use: a
+	// file or region of another format, version or size, or a node that
+	// belongs to another pool or another position in it. Nothing of it was
+	// modified.
+	ErrBadNode = errors.New("remote: bad memory node")
+	// ErrAuth: a memory node refused the connection's credentials.
+	ErrAuth = errors.New("remote: authentication refused")
 	// ErrDeadlock: in the simulator, every live client is parked in Wait and
 	// no event is pending, so nothing can ever wake them.
 	ErrDeadlock = errors.New("remote: simulation deadlock")

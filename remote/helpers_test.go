@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/dmindex/dmindex/internal/memnodetest"
 	"github.com/dmindex/dmindex/internal/testseed"
 )
 
@@ -15,11 +16,34 @@ type transportCase struct {
 	sim  *SimConfig
 }
 
-// allTransports runs the same memory behind every transport and ordering.
+// allTransports runs the same memory behind every transport and ordering:
+// in-process (local, sim), shared files (shm) and memnode processes (tcp).
 var allTransports = []transportCase{
 	{"local", nil},
 	{"sim-inorder", &SimConfig{Ordering: InOrder, Seed: 1}},
 	{"sim-strict", &SimConfig{Ordering: Strict, Seed: 1}},
+	{"shm", nil},
+	{"tcp", nil},
+}
+
+// pool creates a pool of cfg behind the case's transport, closed at the end
+// of the test. For tcp it starts cfg.MemoryNodes memnode processes of
+// cfg's sizes.
+func (tc transportCase) pool(t testing.TB, cfg Config) *Pool {
+	t.Helper()
+	if cfg.NodeBytes == 0 {
+		cfg.NodeBytes = 1 << 20
+	}
+	switch tc.name {
+	case "shm":
+		cfg.Shm = &ShmConfig{Dir: t.TempDir()}
+	case "tcp":
+		nodes := memnodetest.Start(t, max(cfg.MemoryNodes, 1), memnodetest.Options{Bytes: cfg.NodeBytes, OnChipBytes: int64(cfg.OnChipBytes)})
+		cfg.TCP = &TCPConfig{MemoryNodes: memnodetest.Addrs(nodes), Token: memnodetest.Token}
+	default:
+		cfg.Sim = tc.sim
+	}
+	return newTestPool(t, cfg)
 }
 
 // newTestPool creates a pool closed at the end of the test. NodeBytes

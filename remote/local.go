@@ -26,23 +26,11 @@ func (l *local) exec(_ context.Context, _ *Client, ops []Op, _ bool) error {
 	return nil
 }
 
-// apply executes one validated verb on memory.
-func (p *Pool) apply(o *Op) {
-	r := p.mns[o.Addr.MN()].region(o.Addr)
-	off := o.Addr.Offset()
-	switch o.Kind {
-	case OpRead:
-		readWords(r, off, o.Buf)
-	case OpWrite:
-		writeWords(r, off, o.Buf)
-	case OpCAS:
-		o.Old = casWord(r, off, o.Compare, o.Swap)
-	case OpFAA:
-		o.Old = faaWord(r, off, o.Swap)
-	}
+func (l *local) rpc(_ context.Context, _ *Client, mn int, req *rpcRequest) (rpcReply, error) {
+	return l.p.mns[mn].serve(req)
 }
 
-func (l *local) rpc(_ context.Context, _ *Client, _ int, fn func() error) error { return fn() }
+func (l *local) used(_ context.Context, mn int) (uint64, error) { return l.p.usedInProcess(mn) }
 
 func (l *local) newClient(c *Client) { c.permit = make(chan struct{}, 1) }
 
@@ -70,6 +58,8 @@ func (l *local) signal(c *Client) {
 }
 
 func (l *local) compute(*Client, time.Duration) {}
+
+func (l *local) backoff(_ *Client, attempt int) { realBackoff(attempt) }
 
 func (l *local) now(*Client) time.Duration { return time.Since(l.start) }
 

@@ -3,32 +3,31 @@ package remote
 import (
 	"encoding/binary"
 	"fmt"
-	"sync"
 	"sync/atomic"
 )
 
-// memNode is one memory node: a main region and an on-chip region of 8-byte
-// words, each accessed atomically, plus the state its CPU keeps for RPCs
-// (the chunk allocator and the named-region table).
+// memNode is one memory node's memory: a main region and an on-chip region
+// of 8-byte words, each accessed atomically. Its allocator and named-region
+// directory live in the main region's reserved bytes (nodelayout.go), so the
+// memory alone is the node's whole state.
 type memNode struct {
-	id     int
+	geom   nodeGeom
 	main   []uint64
 	onChip []uint64
-
-	mu    sync.Mutex // guards the RPC state below (the memory node's CPU)
-	next  uint64     // next unallocated byte offset of main
-	named map[string]Addr
 }
 
-func newMemNode(id int, cfg Config) *memNode {
-	m := &memNode{
-		id:     id,
-		onChip: make([]uint64, cfg.OnChipBytes/8),
-		next:   reservedBytes,
-		named:  make(map[string]Addr),
+// newMemNode returns a fresh, zeroed node of geometry g in anonymous memory.
+func newMemNode(g nodeGeom) (*memNode, error) {
+	m := &memNode{geom: g}
+	var err error
+	if m.main, err = newWords(m, int(g.main/8)); err != nil {
+		return nil, err
 	}
-	m.main = newWords(m, int(cfg.NodeBytes/8))
-	return m
+	if m.onChip, err = newWords(m, int(g.onChip/8)); err != nil {
+		return nil, err
+	}
+	initNode(m.main, g)
+	return m, nil
 }
 
 // region returns the word slice an address lives in.
@@ -39,47 +38,41 @@ func (m *memNode) region(a Addr) []uint64 {
 	return m.main
 }
 
-// allocRPC carves size bytes aligned to align out of the main region. It is
-// the memory node's side of the allocation RPC.
-func (m *memNode) allocRPC(size, align uint64) (Addr, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	start := (m.next + align - 1) &^ (align - 1)
-	if start+size > uint64(len(m.main))*8 || start+size < start {
-		return 0, fmt.Errorf("%w: memory node %d has %d of %d bytes left, %d asked", ErrOutOfMemory,
-			m.id, uint64(len(m.main))*8-min(m.next, uint64(len(m.main))*8), len(m.main)*8, size)
+// checkVerb validates a verb's kind, alignment and bounds against geometry g.
+func checkVerb(g nodeGeom, kind OpKind, a Addr, n uint64) error {
+	switch kind {
+	case OpRead, OpWrite:
+	case OpCAS, OpFAA:
+		if a%8 != 0 {
+			return fmt.Errorf("%w: %v %v", ErrMisaligned, kind, a)
+		}
+		if n != 8 {
+			return fmt.Errorf("%w: %v of %d bytes", ErrBadRequest, kind, n)
+		}
+	default:
+		return fmt.Errorf("%w: verb kind %d", ErrBadRequest, kind)
 	}
-	m.next = start + size
-	return MakeAddr(m.id, start), nil
+	size, off := g.regionBytes(a), a.Offset()
+	if off >= size || n > size-off {
+		return fmt.Errorf("%w: %v of %d bytes at %v (region is %d bytes)", ErrOutOfBounds, kind, n, a, size)
+	}
+	return nil
 }
 
-// namedRPC returns the region registered under name, allocating size zeroed
-// bytes for it on first use.
-func (m *memNode) namedRPC(name string, size uint64) (Addr, error) {
-	m.mu.Lock()
-	a, ok := m.named[name]
-	m.mu.Unlock()
-	if ok {
-		return a, nil
+// apply executes one validated verb on the node's memory.
+func (m *memNode) apply(o *Op) {
+	r := m.region(o.Addr)
+	off := o.Addr.Offset()
+	switch o.Kind {
+	case OpRead:
+		readWords(r, off, o.Buf)
+	case OpWrite:
+		writeWords(r, off, o.Buf)
+	case OpCAS:
+		o.Old = casWord(r, off, o.Compare, o.Swap)
+	case OpFAA:
+		o.Old = faaWord(r, off, o.Swap)
 	}
-	a, err := m.allocRPC(size, 64)
-	if err != nil {
-		return 0, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if prev, ok := m.named[name]; ok {
-		return prev, nil // lost a race with another caller; the bytes stay unused
-	}
-	m.named[name] = a
-	return a, nil
-}
-
-// used returns the bytes handed out so far.
-func (m *memNode) used() uint64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.next
 }
 
 // readWords copies the bytes [off, off+len(buf)) of region r into buf, one

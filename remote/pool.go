@@ -1,6 +1,9 @@
 package remote
 
 import (
+	"context"
+	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,16 +14,23 @@ import (
 // concurrent use.
 type Pool struct {
 	cfg    Config
-	mns    []*memNode
+	geom   []nodeGeom // per memory node, for every client-side check
+	mns    []*memNode // in-process memory (local, sim, shm); nil for tcp and fabric
 	t      transport
+	opCPU  time.Duration // modelled client CPU time of one index operation
 	closed atomic.Bool
 
 	mu  sync.Mutex
 	cns []*ComputeNode
 }
 
-// NewPool creates the memory nodes of cfg, zeroed, behind the local
-// transport, or behind the simulator if cfg.Sim is set.
+// NewPool creates or connects to the memory nodes of cfg: fresh zeroed
+// in-process nodes behind the local transport (the default) or the
+// simulator (cfg.Sim), files shared by processes (cfg.Shm), or memnode
+// servers over TCP (cfg.TCP) or libfabric (cfg.Fabric). A bad
+// configuration, a size the machine cannot map, or an unreachable or
+// mismatched memory node is an error; nothing is left allocated or
+// connected then.
 //
 //	pool, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 30})
 //	cn := pool.NewComputeNode()
@@ -31,25 +41,69 @@ func NewPool(cfg Config) (*Pool, error) {
 		return nil, err
 	}
 	p := &Pool{cfg: cfg}
-	for i := range cfg.MemoryNodes {
-		p.mns = append(p.mns, newMemNode(i, cfg))
+	switch {
+	case cfg.TCP != nil:
+		err = p.dialTCP(*cfg.TCP)
+	case cfg.Fabric != nil:
+		err = p.dialFabric(*cfg.Fabric)
+	case cfg.Shm != nil:
+		err = p.openShm(*cfg.Shm)
+	default:
+		err = p.newInProcess()
 	}
-	if cfg.Sim != nil {
-		p.t = newSimulator(p, *cfg.Sim)
-	} else {
-		p.t = newLocal(p)
+	if err != nil {
+		return nil, err
+	}
+	if p.cfg.Sim != nil {
+		p.opCPU = p.cfg.Sim.Profile.CPUPerOp
 	}
 	return p, nil
 }
 
-// Config returns the pool's configuration with defaults filled in.
+// newInProcess creates fresh anonymous memory nodes behind the local or the
+// simulated transport.
+func (p *Pool) newInProcess() error {
+	g := nodeGeom{main: uint64(p.cfg.NodeBytes), onChip: uint64(p.cfg.OnChipBytes)}
+	for range p.cfg.MemoryNodes {
+		m, err := newMemNode(g)
+		if err != nil {
+			return fmt.Errorf("memory node %d of %d: %w", len(p.mns), p.cfg.MemoryNodes, err)
+		}
+		p.mns = append(p.mns, m)
+		p.geom = append(p.geom, g)
+	}
+	if p.cfg.Sim != nil {
+		p.t = newSimulator(p, *p.cfg.Sim)
+	} else {
+		p.t = newLocal(p)
+	}
+	return nil
+}
+
+// adoptGeometry settles the configuration of a pool whose memory nodes
+// already exist from their geometry (p.geom).
+func (p *Pool) adoptGeometry() error {
+	c := &p.cfg
+	c.MemoryNodes = len(p.geom)
+	c.NodeBytes, c.OnChipBytes = int64(p.geom[0].main), int(p.geom[0].onChip)
+	for _, g := range p.geom {
+		c.NodeBytes, c.OnChipBytes = min(c.NodeBytes, int64(g.main)), min(c.OnChipBytes, int(g.onChip))
+	}
+	return c.checkChunk()
+}
+
+// Config returns the pool's configuration with defaults filled in. For
+// pools whose memory nodes already exist (tcp, fabric, shm), MemoryNodes,
+// NodeBytes and OnChipBytes are those of the nodes (NodeBytes and
+// OnChipBytes of the smallest node, if they differ).
 func (p *Pool) Config() Config { return p.cfg }
 
 // MemoryNodes returns the number of memory nodes.
-func (p *Pool) MemoryNodes() int { return len(p.mns) }
+func (p *Pool) MemoryNodes() int { return len(p.geom) }
 
-// Simulated reports whether the pool runs on the simulator.
-func (p *Pool) Simulated() bool { return p.cfg.Sim != nil }
+// Transport returns the name of the pool's transport: "local", "sim",
+// "shm", "tcp" or "fabric".
+func (p *Pool) Transport() string { return p.cfg.transportName() }
 
 // NewComputeNode adds a compute node. Its clients share CN-local state of
 // the indexes opened on it.
@@ -70,7 +124,7 @@ func (p *Pool) ComputeNodes() []*ComputeNode {
 
 // Go starts fn as a client goroutine. In the simulator, fn runs as a
 // simulated thread: the scheduler runs one at a time and only goroutines
-// started by Go take part in a deterministic run. In local mode it is a plain
+// started by Go take part in a deterministic run. Elsewhere it is a plain
 // goroutine. Wait waits for all of them.
 func (p *Pool) Go(fn func()) { p.t.spawn(fn) }
 
@@ -96,21 +150,53 @@ func (p *Pool) Stats() Stats {
 // utilisation and per-client latencies in the simulator).
 func (p *Pool) Report() Report { return p.t.report() }
 
-// MemoryUsed returns the bytes handed out by each memory node's allocator.
-func (p *Pool) MemoryUsed() []uint64 {
-	out := make([]uint64, len(p.mns))
-	for i, m := range p.mns {
-		out[i] = m.used()
+// MemoryUsed returns the bytes handed out by each memory node's allocator,
+// the reserved bytes at the start of each node included. With remote memory
+// nodes (tcp, fabric) it asks each node and fails if one cannot answer.
+func (p *Pool) MemoryUsed() ([]uint64, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
 	}
-	return out
+	out := make([]uint64, len(p.geom))
+	for i := range out {
+		u, err := p.t.used(context.Background(), i)
+		if err != nil {
+			return nil, fmt.Errorf("memory node %d: %w", i, err)
+		}
+		out[i] = u
+	}
+	return out, nil
 }
 
-// Close closes the pool: every later verb fails with ErrClosed and clients
-// parked in Wait return ErrClosed. Close is idempotent.
+// Close closes the pool: every later verb fails with ErrClosed, clients
+// parked in Wait return ErrClosed, and connections to memory nodes are
+// closed. The memory itself is released once no verb can reach it; shared
+// files and memnode servers keep their contents. Close is idempotent.
 func (p *Pool) Close() error {
 	if p.closed.Swap(true) {
 		return nil
 	}
 	p.t.close()
 	return nil
+}
+
+// usedInProcess is the used method of the transports whose memory is in
+// this process.
+func (p *Pool) usedInProcess(mn int) (uint64, error) { return nodeUsed(p.mns[mn].main), nil }
+
+// apply executes one validated verb on in-process memory.
+func (p *Pool) apply(o *Op) { p.mns[o.Addr.MN()].apply(o) }
+
+// realBackoff is the backoff of every transport that runs in real time. A
+// holder preempted in the middle of a WRITE or a critical section can keep a
+// lock held or a record torn for milliseconds on a loaded machine, so the
+// first retries only yield the processor and later ones sleep, doubling up
+// to a millisecond: a retry budget then covers seconds of waiting rather
+// than a burst of spins.
+func realBackoff(attempt int) {
+	if attempt < 8 {
+		runtime.Gosched()
+		return
+	}
+	time.Sleep(min(time.Microsecond<<min(attempt-8, 10), time.Millisecond))
 }

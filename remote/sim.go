@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -92,7 +93,7 @@ func newSimulator(p *Pool, cfg SimConfig) transport {
 		k:          newSimConst(cfg.Profile),
 		strict:     cfg.Ordering == Strict,
 		rng:        rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
-		mns:        make([]mnNIC, len(p.mns)),
+		mns:        make([]mnNIC, len(p.geom)),
 		atomicFree: make(map[Addr]int64),
 		sweepAt:    1024,
 	}
@@ -254,9 +255,10 @@ func (s *sim) exec(_ context.Context, c *Client, ops []Op, signaled bool) error 
 }
 
 // rpc costs a round trip plus RPCTime on the memory node's CPU, which serves
-// RPCs one at a time in arrival order. fn runs when the reply arrives; RPCs
-// to one node complete in service order, so their effects keep that order.
-func (s *sim) rpc(_ context.Context, c *Client, mn int, fn func() error) error {
+// RPCs one at a time in arrival order. The request is served when the reply
+// arrives; RPCs to one node complete in service order, so their effects keep
+// that order.
+func (s *sim) rpc(_ context.Context, c *Client, mn int, req *rpcRequest) (rpcReply, error) {
 	sc := c.sim
 	s.enter(sc)
 	t0 := s.clock + sc.cpu
@@ -266,9 +268,20 @@ func (s *sim) rpc(_ context.Context, c *Client, mn int, fn func() error) error {
 	m.cpuFree = start + s.k.rpcTime
 	s.push(event{at: m.cpuFree + s.k.rpcBack, kind: evWake, ref: sc.slot})
 	s.block(sc)
-	err := fn()
+	r, err := s.p.mns[mn].serve(req)
 	s.leave(sc)
-	return err
+	return r, err
+}
+
+func (s *sim) used(_ context.Context, mn int) (uint64, error) { return s.p.usedInProcess(mn) }
+
+// backoffUnit is the simulator's first backoff wait; it doubles up to 64
+// times that.
+const backoffUnit = 100 * time.Nanosecond
+
+func (s *sim) backoff(c *Client, attempt int) {
+	s.compute(c, backoffUnit<<min(attempt, 6))
+	runtime.Gosched()
 }
 
 func (s *sim) wait(ctx context.Context, c *Client) error {

@@ -9,7 +9,7 @@ func TestStatsCounting(t *testing.T) {
 	for _, tc := range allTransports {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			p := newTestPool(t, Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: tc.sim})
+			p := tc.pool(t, Config{MemoryNodes: 2, NodeBytes: 1 << 20})
 			cn0, cn1 := p.NewComputeNode(), p.NewComputeNode()
 			c0, c1, c2 := cn0.NewClient(), cn0.NewClient(), cn1.NewClient()
 			must := func(err error) {
@@ -75,7 +75,7 @@ func TestStatsCounting(t *testing.T) {
 			if d := p.Stats().Sub(want0); d != want1.Add(want2) {
 				t.Errorf("Sub: %+v", d)
 			}
-			if !p.Simulated() {
+			if p.Transport() != "sim" {
 				return
 			}
 			rep := p.Report()

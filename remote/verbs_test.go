@@ -13,7 +13,7 @@ func TestVerbSemantics(t *testing.T) {
 	for _, tc := range allTransports {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			p := newTestPool(t, Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: tc.sim})
+			p := tc.pool(t, Config{MemoryNodes: 2, NodeBytes: 1 << 20})
 			c := p.NewComputeNode().NewClient()
 			const size = 4096
 			a, err := c.AllocOn(ctx, 0, size, 64)
@@ -170,7 +170,7 @@ func TestRandomVerbs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			rng := rand.New(rand.NewPCG(seed, 1))
-			p := newTestPool(t, Config{NodeBytes: 1 << 20, Sim: tc.sim})
+			p := tc.pool(t, Config{NodeBytes: 1 << 20})
 			c := p.NewComputeNode().NewClient()
 			const size = 1 << 14
 			a, err := c.Alloc(ctx, size)
@@ -208,7 +208,7 @@ func TestVerbErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			const nodeBytes = 1 << 16
-			p := newTestPool(t, Config{MemoryNodes: 2, NodeBytes: nodeBytes, OnChipBytes: 1024, Sim: tc.sim})
+			p := tc.pool(t, Config{MemoryNodes: 2, NodeBytes: nodeBytes, OnChipBytes: 1024})
 			c := p.NewComputeNode().NewClient()
 			a, err := c.AllocOn(ctx, 0, 64, 8)
 			if err != nil {
@@ -305,7 +305,7 @@ func TestAllocation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			const nodeBytes = 1 << 16
-			p := newTestPool(t, Config{MemoryNodes: 2, NodeBytes: nodeBytes, ChunkBytes: nodeBytes / 16, Sim: tc.sim})
+			p := tc.pool(t, Config{MemoryNodes: 2, NodeBytes: nodeBytes, ChunkBytes: nodeBytes / 16})
 			if got := p.Config().ChunkBytes; got != nodeBytes/16 {
 				t.Fatalf("ChunkBytes = %d", got)
 			}
@@ -366,7 +366,10 @@ func TestAllocation(t *testing.T) {
 			if !errors.Is(err, ErrOutOfMemory) {
 				t.Fatalf("Alloc on a full pool: %v", err)
 			}
-			used := p.MemoryUsed()
+			used, err := p.MemoryUsed()
+			if err != nil {
+				t.Fatal(err)
+			}
 			if used[0] > nodeBytes || used[1] > nodeBytes || used[0] < nodeBytes-4096 {
 				t.Fatalf("MemoryUsed = %v", used)
 			}
@@ -378,7 +381,7 @@ func TestNamed(t *testing.T) {
 	for _, tc := range allTransports {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			p := newTestPool(t, Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: tc.sim})
+			p := tc.pool(t, Config{MemoryNodes: 2, NodeBytes: 1 << 20})
 			c1 := p.NewComputeNode().NewClient()
 			c2 := p.NewComputeNode().NewClient()
 			a1, err := c1.Named(ctx, "root", 64)

@@ -3,6 +3,7 @@
 package remote
 
 import (
+	"fmt"
 	"runtime"
 	"unsafe"
 
@@ -14,15 +15,21 @@ import (
 // memory node costs only the pages actually written, and the mapping is
 // returned to the kernel when owner becomes unreachable (never while a verb
 // can still reach it: verbs hold the pool). The Go heap would instead zero
-// (and so touch) every reused page of a multi-gigabyte node.
-func newWords(owner *memNode, n int) []uint64 {
+// (and so touch) every reused page of a multi-gigabyte node. A mapping the
+// kernel refuses is an error, never a fallback that could exhaust memory.
+func newWords(owner *memNode, n int) ([]uint64, error) {
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	b, err := unix.Mmap(-1, 0, n*8, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE|unix.MAP_NORESERVE)
 	if err != nil {
-		return make([]uint64, n) // fall back to the heap
+		return nil, fmt.Errorf("%w: mapping %d bytes of memory: %v", ErrOutOfMemory, n*8, err)
 	}
 	runtime.AddCleanup(owner, func(b []byte) { _ = unix.Munmap(b) }, b)
-	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), n)
+	return wordsOf(b), nil
+}
+
+// wordsOf views a mapping as 8-byte words.
+func wordsOf(b []byte) []uint64 {
+	return unsafe.Slice((*uint64)(unsafe.Pointer(&b[0])), len(b)/8)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
@@ -141,7 +140,7 @@ func (s *session) lock(a remote.Addr) (held, error) {
 			return held{}, err
 		}
 		s.t.stats.casFails.Add(1)
-		s.pause(i, 100*time.Microsecond)
+		s.c.Backoff(i)
 	}
 	s.t.stats.globalLocks.Add(1)
 	l.mu.Lock()

@@ -3,6 +3,7 @@ package sherman
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/dmindex/dmindex/remote"
@@ -143,7 +144,7 @@ func TestLockWaitCancelled(t *testing.T) {
 		if queued {
 			break
 		}
-		holder.pause(8, 0)
+		runtime.Gosched()
 	}
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {

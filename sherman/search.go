@@ -3,7 +3,6 @@ package sherman
 import (
 	"bytes"
 	"context"
-	"time"
 
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
@@ -65,7 +64,7 @@ func (s *session) read(a remote.Addr, level int, buf []byte) (page, error) {
 		if err := s.retry("torn or invalid page", a); err != nil {
 			return page{}, err
 		}
-		s.pause(attempt, time.Millisecond)
+		s.c.Backoff(attempt)
 	}
 }
 

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
@@ -28,9 +26,7 @@ type Tree struct {
 	locks *lockTable
 	rdwc  *rdwc.Table // nil unless Options.RDWC
 
-	cpuPerOp  time.Duration // simulated client CPU time charged per operation
-	simulated bool
-	closed    atomic.Bool
+	closed atomic.Bool
 
 	mu   sync.Mutex // guards idle; never held across a verb or a wait
 	idle []*session
@@ -82,9 +78,6 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	}
 	if opts.RDWC {
 		t.rdwc = rdwc.New(rdwc.Options{})
-	}
-	if cfg.Sim != nil {
-		t.cpuPerOp, t.simulated = cfg.Sim.Profile.CPUPerOp, true
 	}
 	s, err := t.session(context.Background())
 	if err != nil {
@@ -212,9 +205,7 @@ func (t *Tree) session(ctx context.Context) (*session, error) {
 	s.ctx = ctx
 	s.retries = 0
 	s.path = [maxLevel + 1]remote.Addr{}
-	if t.cpuPerOp > 0 {
-		s.c.Compute(t.cpuPerOp)
-	}
+	s.c.ChargeOp()
 	return s, nil
 }
 
@@ -235,23 +226,6 @@ func (s *session) retry(cause string, a remote.Addr) error {
 		return fmt.Errorf("sherman: %s at %v after %d retries: %w", cause, a, s.t.opts.RetryBudget, smart.ErrContention)
 	}
 	return nil
-}
-
-// pause waits before retry number attempt (from 0) of something another
-// client must finish first, at most limit. In local mode a goroutine
-// preempted in the middle of a WRITE or a critical section can keep a page
-// torn or a lock held for milliseconds, so retries first yield, then sleep
-// with exponential backoff instead of spending the budget in a burst. In the
-// simulator every retry is a verb that takes virtual time, and clients never
-// stall mid-verb: it retries at once, as upstream Sherman does.
-func (s *session) pause(attempt int, limit time.Duration) {
-	switch {
-	case s.t.simulated:
-	case attempt < 8:
-		runtime.Gosched()
-	default:
-		time.Sleep(min(time.Microsecond<<min(attempt-8, 20), limit))
-	}
 }
 
 // corrupt returns an error wrapping smart.ErrCorrupt.

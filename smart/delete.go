@@ -81,7 +81,7 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 			if attempt >= maxLockAttempts {
 				return false, false, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
 			}
-			s.backoff(attempt)
+			s.c.Backoff(attempt)
 			continue
 		}
 		// The leaf is ours: complete even if ctx is cancelled. Its valid bit

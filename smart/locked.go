@@ -32,7 +32,7 @@ func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) er
 		if attempt >= maxLockAttempts {
 			return fmt.Errorf("%w: node lock at %v held by %#x for %d attempts", ErrContention, node, ops[0].Old, attempt)
 		}
-		s.backoff(attempt)
+		s.c.Backoff(attempt)
 	}
 }
 

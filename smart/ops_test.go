@@ -180,13 +180,16 @@ func TestUpdates(t *testing.T) {
 		t.Fatalf("%d leaves after updates", sh.leaves)
 	}
 	// An update that fits the class is in place: no allocation.
-	before := p.MemoryUsed()
+	before, err := p.MemoryUsed()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 10 {
 		if err := tr.Put(ctx, k, []byte("x")); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if after := p.MemoryUsed(); fmt.Sprint(before) != fmt.Sprint(after) {
+	if after, _ := p.MemoryUsed(); fmt.Sprint(before) != fmt.Sprint(after) {
 		t.Fatalf("in-place updates allocated: %v → %v", before, after)
 	}
 }

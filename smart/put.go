@@ -101,7 +101,7 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 			if attempt >= maxLockAttempts {
 				return false, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
 			}
-			s.backoff(attempt)
+			s.c.Backoff(attempt)
 			continue
 		}
 		// The leaf is ours: from here on the operation completes even if

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"time"
 
 	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/rdwc"
@@ -72,7 +71,7 @@ func (t *Tree) session() (*session, error) {
 		s := t.free[n-1]
 		t.free = t.free[:n-1]
 		t.mu.Unlock()
-		s.c.Compute(t.cpuPerOp)
+		s.c.ChargeOp()
 		return s, nil
 	}
 	t.mu.Unlock()
@@ -95,7 +94,7 @@ func (t *Tree) newSession() *session {
 		s.win = w
 		return s.attempt(s.ctx, "put", func() error { return s.put(s.ctx, s.key) })
 	}
-	s.c.Compute(t.cpuPerOp)
+	s.c.ChargeOp()
 	return s
 }
 
@@ -183,25 +182,6 @@ func (s *session) readLeaf(ctx context.Context, sl slot) (leafView, leafState, e
 // lockTag is the value a client writes into a leaf lock word it holds.
 func (s *session) lockTag() uint64 {
 	return uint64(s.c.ComputeNode().ID())<<32 | uint64(s.c.ID()) | 1<<62
-}
-
-// backoff yields between attempts to take a held lock.
-//
-// In the simulator the wait is virtual time. In real time a holder can be
-// descheduled for milliseconds on a loaded machine, so after the first
-// spins the wait sleeps, up to 100 µs a time: the attempt budget then covers
-// a second or more of waiting rather than a burst of spins.
-func (s *session) backoff(attempt int) {
-	if s.c.Pool().Simulated() {
-		s.c.Compute(s.t.backoffUnit << min(attempt, 6))
-		runtime.Gosched()
-		return
-	}
-	if attempt < 64 {
-		runtime.Gosched()
-		return
-	}
-	time.Sleep(time.Duration(min(attempt-63, 100)) * time.Microsecond)
 }
 
 func putWord(b []byte, v uint64) []byte {

@@ -242,7 +242,7 @@ func (s *session) waitMoving(ctx context.Context, revAddr remote.Addr) error {
 		if s.flagWaits > maxLockAttempts {
 			return fmt.Errorf("%w: a split of the object with reverse pointer at %v did not finish", ErrContention, revAddr)
 		}
-		s.backoff(s.flagWaits)
+		s.c.Backoff(s.flagWaits)
 		w, err := s.readWord(ctx, revAddr)
 		if err != nil || remote.Addr(w)&revMoving == 0 {
 			return err

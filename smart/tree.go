@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/rdwc"
@@ -21,13 +20,11 @@ type Tree struct {
 	opts        Options
 	rootSlot    remote.Addr
 	retryBudget int
-	backoffUnit time.Duration
 	closed      atomic.Bool
 	rd          *rdwc.Table // read delegation and write combining
 	cache       *artcache.Cache
 	cstats      cacheCounters
 	rootHint    atomic.Uint64 // last root slot value read
-	cpuPerOp    time.Duration // simulated client CPU time per operation
 
 	mu   sync.Mutex // guards free; never held across a verb
 	free []*session
@@ -56,12 +53,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, fmt.Errorf("smart: pool of %d memory nodes of %d bytes exceeds the slot address space (%d nodes of %d bytes)",
 			p.MemoryNodes(), p.Config().NodeBytes, maxSlotMN, int64(maxSlotOffset))
 	}
-	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget, backoffUnit: 100 * time.Nanosecond,
+	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget,
 		rd:    rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining}),
 		cache: newCache(opts)}
-	if sim := p.Config().Sim; sim != nil {
-		t.cpuPerOp = sim.Profile.CPUPerOp
-	}
 	s, err := t.session()
 	if err != nil {
 		return nil, err
