@@ -50,9 +50,9 @@ type ServerConfig struct {
 // verbs of one connection execute in the order they were sent, with the
 // 8-byte atomicity of the local transport. Safe for concurrent use.
 type Server struct {
-	cfg  ServerConfig
-	node *memNode
-	log  *slog.Logger
+	cfg   ServerConfig
+	node  *memNode
+	log   *slog.Logger
 	unmap func()
 
 	mu     sync.Mutex
@@ -98,7 +98,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 }
 
 // Bytes returns the sizes of the main and on-chip regions.
-func (s *Server) Bytes() (main, onChip int64) { return int64(s.node.geom.main), int64(s.node.geom.onChip) }
+func (s *Server) Bytes() (main, onChip int64) {
+	return int64(s.node.geom.main), int64(s.node.geom.onChip)
+}
 
 // Serve accepts connections on l and serves each until Close. It returns
 // nil after Close, or the listener's error.

@@ -25,10 +25,10 @@ import (
 // transport's.
 type tcpTransport struct {
 	*local
-	cfg    TCPConfig
-	addrs  []string
-	pool   uint64   // the pool id every memory node carries
-	admin  []*tcpConn // one per memory node, for pool-level requests
+	cfg   TCPConfig
+	addrs []string
+	pool  uint64     // the pool id every memory node carries
+	admin []*tcpConn // one per memory node, for pool-level requests
 
 	mu  sync.Mutex
 	cns [][][]*tcpConn // per compute node, per memory node: Conns connections
