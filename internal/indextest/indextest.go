@@ -44,16 +44,30 @@ type Target struct {
 	// ErrValueTooLarge for longer ones.
 	FixedValueLen int
 
+	// Config, if set, is the pool configuration of the tests that run in
+	// real time (default: two local memory nodes): e.g. remote.Config.Shm
+	// or remote.Config.TCP, to run the battery over another transport. The
+	// simulated tests keep their own pools.
+	Config *remote.Config
+
 	// pool, if set, is the local pool the subtests of one battery share:
 	// each opens its index under its own name on new compute nodes, which
 	// is much cheaper than zeroing a pool per subtest.
 	pool *remote.Pool
 }
 
-// withPool returns tg with a local pool shared by the subtests of t.
+// withPool returns tg with a real-time pool shared by the subtests of t.
 func (tg Target) withPool(t testing.TB) Target {
-	tg.pool = newPool(t, localConfig())
+	tg.pool = newPool(t, tg.realConfig())
 	return tg
+}
+
+// realConfig is the pool configuration of the tests that run in real time.
+func (tg Target) realConfig() remote.Config {
+	if tg.Config != nil {
+		return *tg.Config
+	}
+	return localConfig()
 }
 
 // seedFlag is the -indextest.seed flag.
@@ -71,6 +85,14 @@ var baseSeed = sync.OnceValue(func() uint64 {
 // Run runs every battery of the package against tg as subtests. The long
 // parts shrink or skip under testing.Short().
 func Run(t *testing.T, tg Target) {
+	RunRealTime(t, tg)
+	t.Run("sim", func(t *testing.T) { RunSim(t, tg) })
+}
+
+// RunRealTime runs the batteries that run in real time (all but RunSim),
+// on pools of tg.Config if set: the way to run the battery over the shm,
+// tcp or fabric transports (see TCPConfig and ShmConfig).
+func RunRealTime(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	t.Run("basic", func(t *testing.T) { RunBasic(t, tg) })
 	t.Run("errors", func(t *testing.T) { RunErrors(t, tg) })
@@ -79,7 +101,6 @@ func Run(t *testing.T, tg Target) {
 	t.Run("scan", func(t *testing.T) { RunScan(t, tg) })
 	t.Run("concurrent", func(t *testing.T) { RunConcurrent(t, tg) })
 	t.Run("linearizable", func(t *testing.T) { RunLinearizable(t, tg) })
-	t.Run("sim", func(t *testing.T) { RunSim(t, tg) })
 }
 
 // checkTarget stops the test if tg is not usable.
@@ -186,7 +207,7 @@ func (tg Target) localIndex(t testing.TB, n int) (*remote.Pool, []smart.Index) {
 	t.Helper()
 	p := tg.pool
 	if p == nil {
-		p = newPool(t, localConfig())
+		p = newPool(t, tg.realConfig())
 	}
 	idxs := make([]smart.Index, n)
 	for i := range idxs {

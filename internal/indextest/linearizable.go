@@ -151,12 +151,12 @@ func RunLinearizable(t *testing.T, tg Target) {
 				pool = newPool(t, simConfig(m.ordering, seed))
 				clock = func() int64 { return int64(pool.Now()) }
 			} else {
-				pool = newPool(t, localConfig())
+				pool = newPool(t, tg.realConfig())
 				var c atomic.Int64
 				clock = func() int64 { return c.Add(1) }
 			}
 			w := &workload{tg: tg, perCN: per, ops: ops, ownKeys: 1, hot: 6, seed: seed, clock: clock, hotOnly: true}
-			out := runMixed(t.Context(), tg, pool, "idx", w, cns)
+			out := runMixed(t.Context(), tg, pool, idxName(t), w, cns)
 			for _, p := range out.problems {
 				t.Error(p)
 			}
