@@ -25,26 +25,36 @@ const (
 	// ModeLocal runs clients as goroutines on in-process memory; time is the
 	// wall clock of this machine.
 	ModeLocal
+	// ModeShm runs clients as goroutines on memory nodes in shared files
+	// (Config.Shm); wall-clock time.
+	ModeShm
+	// ModeTCP runs clients as goroutines on memnode servers reached over
+	// TCP (Config.TCP); wall-clock time, verbs carried out by the memory
+	// nodes' CPUs.
+	ModeTCP
+	// ModeFabric runs clients as goroutines on memnode servers reached over
+	// libfabric (Config.Fabric; a build with the fabric tag); wall-clock
+	// time.
+	ModeFabric
 )
 
-// ParseMode parses "sim" or "local".
+// modeNames are the names of the modes, by value.
+var modeNames = [...]string{"sim", "local", "shm", "tcp", "fabric"}
+
+// ParseMode parses "sim", "local", "shm", "tcp" or "fabric".
 func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "sim":
-		return ModeSim, nil
-	case "local":
-		return ModeLocal, nil
+	for m, name := range modeNames {
+		if s == name {
+			return Mode(m), nil
+		}
 	}
-	return 0, fmt.Errorf("ycsb: unknown mode %q (want sim or local)", s)
+	return 0, fmt.Errorf("ycsb: unknown mode %q (want sim, local, shm, tcp or fabric)", s)
 }
 
-// String returns "sim" or "local".
+// String returns the mode's name.
 func (m Mode) String() string {
-	switch m {
-	case ModeSim:
-		return "sim"
-	case ModeLocal:
-		return "local"
+	if int(m) < len(modeNames) {
+		return modeNames[m]
 	}
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
@@ -116,10 +126,18 @@ type Config struct {
 	MemoryNodes, ComputeNodes, ClientsPerCN int
 	// NodeBytes is each memory node's size (0: enough for the run).
 	NodeBytes int64
-	// Mode is ModeSim (the default) or ModeLocal.
+	// Mode is ModeSim (the default), ModeLocal, ModeShm, ModeTCP or
+	// ModeFabric.
 	Mode Mode
 	// Sim configures the simulator in ModeSim; its Seed is replaced by Seed.
 	Sim remote.SimConfig
+	// Shm, TCP and Fabric reach the memory nodes of ModeShm, ModeTCP and
+	// ModeFabric. Their memory nodes outlive the run, so each run's index
+	// gets a name of its own there. NodeBytes and MemoryNodes must be 0 or
+	// match them.
+	Shm    remote.ShmConfig
+	TCP    remote.TCPConfig
+	Fabric remote.FabricConfig
 	// Seed drives the operation streams, the values and the simulator.
 	Seed uint64
 
@@ -158,6 +176,7 @@ func (s opStatus) String() string {
 // runner is the state of one Run.
 type runner struct {
 	cfg  Config
+	name string // the index's name in the pool
 	pool *remote.Pool
 	idx  []smart.Index
 }
@@ -183,17 +202,28 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	// unmapped before this run maps new ones (a comparison runs many).
 	runtime.GC()
 	pcfg := remote.Config{MemoryNodes: cfg.MemoryNodes, NodeBytes: cfg.NodeBytes}
-	if cfg.Mode == ModeSim {
+	name := "ycsb"
+	switch cfg.Mode {
+	case ModeSim:
 		sim := cfg.Sim
 		sim.Seed = cfg.Seed
 		pcfg.Sim = &sim
+	case ModeShm:
+		pcfg.Shm = &cfg.Shm
+	case ModeTCP:
+		pcfg.TCP = &cfg.TCP
+	case ModeFabric:
+		pcfg.Fabric = &cfg.Fabric
+	}
+	if pcfg.Shm != nil || pcfg.TCP != nil || pcfg.Fabric != nil {
+		name = fmt.Sprintf("ycsb/%s/%d", cfg.Index, time.Now().UnixNano())
 	}
 	pool, err := remote.NewPool(pcfg)
 	if err != nil {
 		return nil, err
 	}
 	defer pool.Close()
-	r := &runner{cfg: cfg, pool: pool}
+	r := &runner{cfg: cfg, pool: pool, name: name}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
@@ -239,7 +269,13 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.Open == nil {
 		return cfg, errors.New("ycsb: Config.Open is required")
 	}
-	cfg.MemoryNodes = max(cfg.MemoryNodes, 1)
+	if cfg.Mode > ModeFabric {
+		return cfg, fmt.Errorf("ycsb: unknown mode %v", cfg.Mode)
+	}
+	external := cfg.Mode >= ModeShm // memory nodes that exist outside the run
+	if !external {
+		cfg.MemoryNodes = max(cfg.MemoryNodes, 1)
+	}
 	cfg.ComputeNodes = max(cfg.ComputeNodes, 1)
 	cfg.ClientsPerCN = max(cfg.ClientsPerCN, 1)
 	if cfg.ValueSize == 0 {
@@ -247,9 +283,6 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	if cfg.ValueSize < 0 || cfg.Records < 0 || cfg.Ops < 0 {
 		return cfg, fmt.Errorf("ycsb: negative value size, records or ops")
-	}
-	if cfg.Mode > ModeLocal {
-		return cfg, fmt.Errorf("ycsb: unknown mode %v", cfg.Mode)
 	}
 	if cfg.LoadTrace != nil && cfg.RunTrace == nil {
 		return cfg, errors.New("ycsb: a load trace needs a run trace")
@@ -260,7 +293,7 @@ func (cfg Config) normalized() (Config, error) {
 	case cfg.Workload.LoadOnly:
 		cfg.Ops = cfg.Records
 	}
-	if cfg.NodeBytes == 0 {
+	if cfg.NodeBytes == 0 && !external {
 		// About 1 KiB per record covers either index with room to spare, plus
 		// every client's allocation chunk; untouched memory costs nothing.
 		records := cfg.Records + cfg.Ops
@@ -279,7 +312,7 @@ func (r *runner) seed(i, p int) uint64 {
 // open opens one index per compute node, one after the other, inside a
 // client so that opening may issue verbs.
 func (r *runner) open() error {
-	ic := IndexConfig{Name: "ycsb", KeySize: r.cfg.Keys.MaxLen(), ValueSize: r.cfg.ValueSize, CacheBytes: r.cfg.CacheBytes}
+	ic := IndexConfig{Name: r.name, KeySize: r.cfg.Keys.MaxLen(), ValueSize: r.cfg.ValueSize, CacheBytes: r.cfg.CacheBytes}
 	for _, op := range r.cfg.LoadTrace {
 		ic.KeySize = max(ic.KeySize, len(op.Key))
 	}
