@@ -122,7 +122,7 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 	res := &Result{
 		Index: cfg.Index, Workload: cfg.Workload.Name, Keys: cfg.Keys.String(), Mode: cfg.Mode.String(),
 		Records: cfg.Records, Ops: cfg.Ops, ValueSize: cfg.ValueSize,
-		MNs: cfg.MemoryNodes, CNs: cfg.ComputeNodes, Clients: cfg.ClientsPerCN,
+		MNs: r.pool.MemoryNodes(), CNs: cfg.ComputeNodes, Clients: cfg.ClientsPerCN,
 		CacheMB: float64(max(cfg.CacheBytes, 0)) / (1 << 20), Seed: cfg.Seed,
 	}
 	if cfg.RunTrace != nil && res.Workload == "" {
