@@ -27,6 +27,10 @@ type options struct {
 	cacheMB   float64
 	mnMB      int64
 	mode      string
+	shmDir    string
+	memnodes  string
+	token     string
+	provider  string
 	nic       string
 	ordering  string
 	zipf      float64
@@ -52,7 +56,12 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.cns, "cns", o.cns, "compute nodes")
 	fs.Float64Var(&o.cacheMB, "cache-mb", o.cacheMB, "index cache per compute node in MiB (0: no cache)")
 	fs.Int64Var(&o.mnMB, "mn-mb", o.mnMB, "memory per memory node in MiB (0: enough for the run)")
-	fs.StringVar(&o.mode, "mode", o.mode, "sim (RNIC simulator, virtual time, deterministic) or local (goroutines, wall clock)")
+	fs.StringVar(&o.mode, "mode", o.mode, "sim (RNIC simulator, virtual time, deterministic), local (goroutines, wall clock), "+
+		"shm (memory nodes in files of --shm-dir), tcp or fabric (memnode servers at --memnodes)")
+	fs.StringVar(&o.shmDir, "shm-dir", "", "--mode shm: directory of the memory-node files (kept after the run)")
+	fs.StringVar(&o.memnodes, "memnodes", "", "--mode tcp or fabric: comma-separated host:port of the memnode servers, memory node 0 first")
+	fs.StringVar(&o.token, "token", "", "--mode tcp or fabric: the memnode servers' shared secret (default: $DMINDEX_TOKEN)")
+	fs.StringVar(&o.provider, "provider", "", "--mode fabric: libfabric provider, verbs or sockets (default: the memory nodes')")
 	fs.StringVar(&o.nic, "nic", o.nic, "simulated RNIC profile: cx6")
 	fs.StringVar(&o.ordering, "ordering", o.ordering, "simulated byte ordering of READ and WRITE: inorder or strict")
 	fs.Float64Var(&o.zipf, "zipf", o.zipf, "Zipfian constant θ of zipfian and latest request distributions")
@@ -88,9 +97,16 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 	if err != nil {
 		return ycsb.Config{}, err
 	}
+	if err := o.checkTransport(mode); err != nil {
+		return ycsb.Config{}, err
+	}
 	open, err := opener(index)
 	if err != nil {
 		return ycsb.Config{}, err
+	}
+	mns := o.mns
+	if mode == ycsb.ModeTCP || mode == ycsb.ModeFabric {
+		mns = 0 // as many as --memnodes lists
 	}
 	cache := int64(o.cacheMB * (1 << 20))
 	if cache <= 0 {
@@ -100,9 +116,39 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 	return ycsb.Config{
 		Index: index, Open: open, CacheBytes: cache,
 		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, ValueSize: o.valueSize,
-		MemoryNodes: o.mns, ComputeNodes: o.cns, ClientsPerCN: clients, NodeBytes: o.mnMB << 20,
+		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, NodeBytes: o.mnMB << 20,
 		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
+		Shm:    remote.ShmConfig{Dir: o.shmDir},
+		TCP:    remote.TCPConfig{MemoryNodes: o.memnodeList(), Token: o.token},
+		Fabric: remote.FabricConfig{MemoryNodes: o.memnodeList(), Token: o.token, Provider: o.provider},
 	}, nil
+}
+
+// checkTransport refuses transport flags that the mode does not use and
+// missing ones it needs.
+func (o *options) checkTransport(mode ycsb.Mode) error {
+	net := mode == ycsb.ModeTCP || mode == ycsb.ModeFabric
+	switch {
+	case mode == ycsb.ModeShm && o.shmDir == "":
+		return fmt.Errorf("--mode shm needs --shm-dir")
+	case mode != ycsb.ModeShm && o.shmDir != "":
+		return fmt.Errorf("--shm-dir is only for --mode shm")
+	case net && o.memnodes == "":
+		return fmt.Errorf("--mode %v needs --memnodes host:port,...", mode)
+	case !net && (o.memnodes != "" || o.token != ""):
+		return fmt.Errorf("--memnodes and --token are only for --mode tcp and fabric")
+	case mode != ycsb.ModeFabric && o.provider != "":
+		return fmt.Errorf("--provider is only for --mode fabric")
+	}
+	return nil
+}
+
+// memnodeList splits --memnodes.
+func (o *options) memnodeList() []string {
+	if o.memnodes == "" {
+		return nil
+	}
+	return strings.Split(o.memnodes, ",")
 }
 
 // workloads parses a comma-separated list of workload names.
