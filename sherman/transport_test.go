@@ -7,7 +7,7 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-// TestIndexContractTransports runs the real-time battery with the memory
+// TestIndexContractTransports runs the transport battery with the memory
 // nodes in shared files (shm) and in memnode processes (tcp).
 func TestIndexContractTransports(t *testing.T) {
 	for _, tr := range []struct {
@@ -17,7 +17,7 @@ func TestIndexContractTransports(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			tg := contractTarget("sherman-"+tr.name, Options{KeySize: 32, ValueSize: 64})
 			tg.Config = tr.cfg(t)
-			indextest.RunRealTime(t, tg)
+			indextest.RunTransport(t, tg)
 		})
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/dmindex/dmindex/smart"
 )
 
-// TestBatteryTransports runs the real-time battery with the memory nodes in
+// TestBatteryTransports runs the transport battery with the memory nodes in
 // shared files (shm) and in memnode processes (tcp).
 func TestBatteryTransports(t *testing.T) {
 	for _, tr := range []struct {
@@ -17,7 +17,7 @@ func TestBatteryTransports(t *testing.T) {
 		cfg  func(testing.TB) *remote.Config
 	}{{"shm", indextest.ShmConfig}, {"tcp", indextest.TCPConfig}} {
 		t.Run(tr.name, func(t *testing.T) {
-			indextest.RunRealTime(t, indextest.Target{
+			indextest.RunTransport(t, indextest.Target{
 				Name: "smart-" + tr.name,
 				Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
 					return smart.Open(cn, smart.Options{Name: name})
