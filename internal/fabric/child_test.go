@@ -163,7 +163,7 @@ type child struct {
 
 // startChild starts the test binary as a child playing role; it is killed
 // (by pid) and reaped at the end of the test.
-func startChild(t *testing.T, role string, a childArgs) *child {
+func startChild(t testing.TB, role string, a childArgs) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = a.env(role)
@@ -184,7 +184,7 @@ func startChild(t *testing.T, role string, a childArgs) *child {
 }
 
 // line reads the child's next output line, failing the test after timeout.
-func (ch *child) line(t *testing.T, timeout time.Duration) string {
+func (ch *child) line(t testing.TB, timeout time.Duration) string {
 	t.Helper()
 	type res struct {
 		s   string
