@@ -1,0 +1,116 @@
+//go:build fabric
+
+package fabric
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// benchServer starts a server child process (one 4 KiB region) and returns
+// its address and region: both the Go and the C benchmark clients then run
+// in a process other than the server's, as on a real memory node.
+func benchServer(b *testing.B) (string, Region) {
+	ch := startChild(b, "server", childArgs{})
+	f := strings.Fields(ch.line(b, failBound))
+	if len(f) != 4 {
+		b.Fatalf("server child said %q", f)
+	}
+	var r Region
+	for i, p := range []*uint64{&r.Base, &r.Key, &r.Len} {
+		v, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		*p = v
+	}
+	return f[0], r
+}
+
+// benchShapes are the measured batch shapes: 8-byte CAS and 64-byte READ,
+// one at a time and in batches of 32 and 64.
+var benchShapes = []struct {
+	op     string
+	window int
+}{
+	{"cas8", 1}, {"cas8", 32}, {"cas8", 64},
+	{"read64", 1}, {"read64", 32}, {"read64", 64},
+}
+
+// BenchmarkGo measures verbs per second through the Go engine: one Do per
+// batch of window operations (ns/op is per batch).
+func BenchmarkGo(b *testing.B) {
+	addr, r := benchServer(b)
+	c, err := Dial(DialConfig{Provider: "sockets", Addr: addr, Timeout: testTimeout})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for _, sh := range benchShapes {
+		b.Run(fmt.Sprintf("%s/w%d", sh.op, sh.window), func(b *testing.B) {
+			ops := make([]Op, sh.window)
+			for i := range ops {
+				ops[i] = Op{Kind: OpCAS, Region: r}
+				if sh.op == "read64" {
+					ops[i] = Op{Kind: OpRead, Region: r, Buf: make([]byte, 64)}
+				}
+			}
+			start := time.Now()
+			for b.Loop() {
+				if err := c.Do(ops); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*sh.window)/time.Since(start).Seconds(), "verbs/s")
+		})
+	}
+}
+
+// cVerbs is the least number of verbs one BenchmarkC run measures.
+const cVerbs = 20000
+
+// BenchmarkC runs the same batches from cbench/cbench.c, a plain C client
+// of the same provider, built here with cc and pkg-config (skipped if
+// either is missing). It reports the C program's own timing: ns/op per
+// batch and verbs/s, comparable with BenchmarkGo.
+func BenchmarkC(b *testing.B) {
+	bin := filepath.Join(b.TempDir(), "cbench")
+	flags, err := exec.Command("pkg-config", "--cflags", "--libs", "libfabric").Output()
+	if err != nil {
+		b.Skipf("pkg-config libfabric: %v", err)
+	}
+	args := append([]string{"-O2", "-o", bin, filepath.Join("cbench", "cbench.c")}, strings.Fields(string(flags))...)
+	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
+		b.Skipf("cc: %v\n%s", err, out)
+	}
+	addr, r := benchServer(b)
+	host, port, _ := strings.Cut(addr, ":")
+	for _, sh := range benchShapes {
+		b.Run(fmt.Sprintf("%s/w%d", sh.op, sh.window), func(b *testing.B) {
+			// The program's start (libfabric initialises every provider,
+			// about a second) is outside its timing but not the
+			// framework's, which therefore keeps b.N tiny: run at least
+			// cVerbs verbs.
+			batches := max(b.N, cVerbs/sh.window)
+			verbs := batches * sh.window
+			out, err := exec.Command(bin, "sockets", host, port, strconv.FormatUint(r.Key, 10),
+				strconv.FormatUint(r.Base, 10), strings.TrimSuffix(strings.TrimSuffix(sh.op, "8"), "64"),
+				strconv.Itoa(sh.window), strconv.Itoa(verbs)).Output()
+			if err != nil {
+				b.Fatalf("cbench: %v", err)
+			}
+			var n int
+			var secs float64
+			if _, err := fmt.Sscanf(string(out), "%d %g", &n, &secs); err != nil || n != verbs {
+				b.Fatalf("cbench said %q", out)
+			}
+			b.ReportMetric(secs*1e9/float64(batches), "ns/op")
+			b.ReportMetric(float64(verbs)/secs, "verbs/s")
+		})
+	}
+}

@@ -1,0 +1,193 @@
+//go:build fabric
+
+package fabric
+
+// #include <rdma/fabric.h>
+// #include <rdma/fi_errno.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// ibv_wc_status values that verbs reports as prov_errno (with err EIO) for
+// operations the target rejected.
+const (
+	ibvWCRemInvReqErr = 9
+	ibvWCRemAccessErr = 10
+)
+
+// Do runs the batch ops on the connection and returns when every operation
+// has completed: READ data is in Buf and Old is set for CAS and FAA. The
+// operations take effect at the target in posting order. A batch is posted
+// and reaped in one cgo call per round of at most Window operations (and
+// at most the staging buffer's bytes).
+//
+// Do returns the error of the first failed operation in posting order,
+// wrapping ErrAccess or ErrUnavailable, and stops after the round that
+// failed; results of operations that did not complete are unspecified. A
+// malformed op fails the whole batch with ErrInvalid before anything is
+// posted. After ErrUnavailable (and, with verbs, ErrAccess) the Conn is
+// broken. Do on a closed Conn returns ErrClosed.
+func (c *Conn) Do(ops []Op) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.h == nil {
+		return fmt.Errorf("%w: Do on a closed Conn", ErrClosed)
+	}
+	if c.broken != nil {
+		return c.broken
+	}
+	for i := range ops {
+		if err := ops[i].check(i, c.maxMsg); err != nil {
+			return err
+		}
+		if c.atomicsErr != nil && (ops[i].Kind == OpCAS || ops[i].Kind == OpFAA) {
+			return fmt.Errorf("op %d: %w", i, c.atomicsErr)
+		}
+	}
+	deadline := time.Now().Add(c.batchTimeout)
+	for start := 0; start < len(ops); {
+		n, need := c.round(ops[start:])
+		if n == 0 {
+			if err := c.grow(need); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := c.run(ops[start:start+n], start, deadline); err != nil {
+			return err
+		}
+		start += n
+	}
+	return nil
+}
+
+// Post runs ops like Do. It exists for callers that distinguish unsignaled
+// batches: this engine always waits for the completions, which is also how
+// it learns about remote errors.
+func (c *Conn) Post(ops []Op) error { return c.Do(ops) }
+
+// round returns how many leading operations of ops fit one round, or 0 and
+// the staging bytes the first one needs if it alone exceeds the buffer.
+func (c *Conn) round(ops []Op) (n int, need uint64) {
+	var bytes uint64
+	for n < len(ops) && n < c.window {
+		s := ops[n].slotSize()
+		if bytes+s > uint64(len(c.staging)) {
+			break
+		}
+		bytes += s
+		n++
+	}
+	if n == 0 {
+		return 0, ops[0].slotSize()
+	}
+	return n, 0
+}
+
+// grow replaces the staging buffer by one of at least need bytes.
+func (c *Conn) grow(need uint64) error {
+	size := 2 * uint64(len(c.staging))
+	for size < need {
+		size *= 2
+	}
+	if rc := C.fs_conn_grow(c.h, C.uint64_t(size)); rc != C.FS_OK {
+		c.broken = shimError(rc, C.GoString(&c.pub.err[0]))
+		return c.broken
+	}
+	c.viewStaging()
+	return nil
+}
+
+// run posts and reaps one round; base is the index of ops[0] in the batch.
+func (c *Conn) run(ops []Op, base int, deadline time.Time) error {
+	var off uint64
+	for i := range ops {
+		o := &ops[i]
+		co := &c.ops[i]
+		co.kind = C.int32_t(o.Kind)
+		co.raddr = C.uint64_t(o.Region.Base + o.Off)
+		co.key = C.uint64_t(o.Region.Key)
+		co.len = C.uint64_t(len(o.Buf))
+		co.soff = C.uint64_t(off)
+		co.compare = C.uint64_t(o.Compare)
+		co.operand = C.uint64_t(o.Swap)
+		if o.Kind == OpWrite {
+			copy(c.staging[off:], o.Buf)
+		}
+		off += o.slotSize()
+	}
+	left := time.Until(deadline)
+	if left <= 0 {
+		c.broken = fmt.Errorf("%w: watchdog: batch not completed in %v", ErrUnavailable, c.batchTimeout)
+		return c.broken
+	}
+	ms := (left + time.Millisecond - 1) / time.Millisecond
+	if rc := C.fs_conn_run(c.h, C.int(len(ops)), C.int(ms)); rc != C.FS_OK {
+		c.broken = shimError(rc, C.GoString(&c.pub.err[0]))
+		return c.broken
+	}
+	var first error
+	for i := range ops {
+		o := &ops[i]
+		co := &c.ops[i]
+		if co.err != 0 {
+			if first == nil {
+				first = c.opError(o, base+i, int(co.err), int(co.prov_errno))
+			}
+			continue
+		}
+		switch o.Kind {
+		case OpRead:
+			copy(o.Buf, c.staging[co.soff:])
+		case OpCAS, OpFAA:
+			o.Old = uint64(co.old)
+		}
+	}
+	return first
+}
+
+// opError describes the failed completion of o, operation i of its batch,
+// and breaks the Conn unless the provider keeps the connection usable
+// (sockets after a remote access error).
+func (c *Conn) opError(o *Op, i, errno, provErrno int) error {
+	sentinel, keep := ErrUnavailable, false
+	switch {
+	case errno == C.FI_EACCES:
+		sentinel, keep = ErrAccess, c.prov != "verbs"
+	case c.prov == "verbs" && errno == int(syscall.EIO) &&
+		(provErrno == ibvWCRemAccessErr || provErrno == ibvWCRemInvReqErr):
+		sentinel = ErrAccess
+	}
+	size := uint64(len(o.Buf))
+	if o.Kind == OpCAS || o.Kind == OpFAA {
+		size = 8
+	}
+	err := fmt.Errorf("%w: op %d: %v of %d bytes at %#x (key %#x): %s (provider error %d)",
+		sentinel, i, o.Kind, size, o.Region.Base+o.Off, o.Region.Key, fiError(errno), provErrno)
+	if !keep {
+		c.broken = fmt.Errorf("%w: connection broken by an earlier error (%v)", ErrUnavailable, err)
+	}
+	return err
+}
+
+// The msg_order bits that decide fences (see fs_fences in shim.c).
+const (
+	orderRAW = uint64(C.FI_ORDER_RAW)
+	orderWAR = uint64(C.FI_ORDER_WAR)
+	orderWAW = uint64(C.FI_ORDER_WAW)
+)
+
+// setOrdering overrides the ordering the provider advertised: msg_order
+// bits and max_order_raw_size (0 keeps it). Tests use it to exercise fences
+// on sockets, which orders everything.
+func (c *Conn) setOrdering(msgOrder, rawSize uint64) {
+	c.pub.msg_order = C.uint64_t(msgOrder)
+	if rawSize != 0 {
+		c.pub.order_raw_size = C.uint64_t(rawSize)
+	}
+}

@@ -1,0 +1,29 @@
+//go:build fabric
+
+package fabric
+
+import "errors"
+
+// Sentinel errors. Errors returned by this package wrap them with details;
+// test with errors.Is.
+var (
+	// ErrUnavailable: the peer refused the connection, shut it down, died,
+	// or did not complete a batch before its watchdog expired. The Conn is
+	// broken: every later Do returns ErrUnavailable; Close it and dial again.
+	ErrUnavailable = errors.New("fabric: peer unavailable")
+	// ErrAccess: the target rejected an operation (an address outside
+	// every registered region, a wrong key). With verbs it also breaks the
+	// Conn.
+	ErrAccess = errors.New("fabric: remote access error")
+	// ErrInvalid: a malformed Op (unknown kind, empty READ or WRITE, a
+	// misaligned atomic, a payload above the provider's maximum message
+	// size), configuration or region.
+	ErrInvalid = errors.New("fabric: invalid argument")
+	// ErrUnsupported: no provider offers what was asked (the named provider
+	// is missing, or has no FI_EP_MSG endpoint with FI_RMA|FI_ATOMIC at the
+	// address), or the provider cannot run an operation kind (verbs atomics
+	// on libfabric < 2.2 without the workaround; see the package doc).
+	ErrUnsupported = errors.New("fabric: unsupported")
+	// ErrClosed: the Conn or Server was closed.
+	ErrClosed = errors.New("fabric: closed")
+)

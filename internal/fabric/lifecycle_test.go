@@ -1,0 +1,308 @@
+//go:build fabric
+
+package fabric
+
+import (
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// failBound is how long a failure may take to be reported: the batch
+// watchdog plus slack for a loaded 2-core machine.
+const failBound = testTimeout + 2*time.Second
+
+// TestAccessErrors forges regions and keys outside what the server
+// registered: every verb gets ErrAccess from the target, and the same
+// connection and other connections keep working.
+func TestAccessErrors(t *testing.T) {
+	s, mem := startServer(t, 4096)
+	c := dial(t, s.Addr())
+	other := dial(t, s.Addr())
+	r := s.Regions()[0]
+	forged := r
+	forged.Len = 1 << 40
+	badKey := r
+	badKey.Key += 1000
+	tests := []struct {
+		name string
+		op   Op
+	}{
+		{"read-past-end", Op{Kind: OpRead, Region: forged, Off: 4096, Buf: make([]byte, 8)}},
+		{"read-straddling-end", Op{Kind: OpRead, Region: forged, Off: 4090, Buf: make([]byte, 16)}},
+		{"write-far-away", Op{Kind: OpWrite, Region: forged, Off: 1 << 30, Buf: make([]byte, 64)}},
+		{"cas-past-end", Op{Kind: OpCAS, Region: forged, Off: 8192, Compare: 0, Swap: 1}},
+		{"faa-past-end", Op{Kind: OpFAA, Region: forged, Off: 4096, Swap: 1}},
+		{"bad-key-read", Op{Kind: OpRead, Region: badKey, Off: 0, Buf: make([]byte, 8)}},
+		{"bad-key-faa", Op{Kind: OpFAA, Region: badKey, Off: 0, Swap: 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := word(mem[0], 0)
+			ops := []Op{{Kind: OpFAA, Region: r, Swap: 1}, tc.op, {Kind: OpFAA, Region: r, Swap: 1}}
+			err := c.Do(ops)
+			if !errors.Is(err, ErrAccess) {
+				t.Fatalf("Do = %v, want ErrAccess", err)
+			}
+			if !strings.Contains(err.Error(), "op 1:") {
+				t.Errorf("error %q does not name op 1", err)
+			}
+			if ops[0].Old != before {
+				t.Errorf("the FAA before the failure returned %d, want %d", ops[0].Old, before)
+			}
+			for _, cc := range []*Conn{c, other} {
+				op := []Op{{Kind: OpFAA, Region: r, Swap: 1}}
+				if err := cc.Do(op); err != nil {
+					t.Fatalf("Do after an access error: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestDialErrors checks Dial's failures and Do on a closed Conn.
+func TestDialErrors(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := l.Addr().String()
+	l.Close() // nobody listens there any more
+	tests := []struct {
+		name string
+		cfg  DialConfig
+		want error
+	}{
+		{"refused", DialConfig{Provider: "sockets", Addr: free, Timeout: time.Second}, ErrUnavailable},
+		{"no-port", DialConfig{Provider: "sockets", Addr: "127.0.0.1"}, ErrInvalid},
+		{"no-host", DialConfig{Provider: "sockets", Addr: ":1234"}, ErrInvalid},
+		{"no-such-provider", DialConfig{Provider: "nosuchprov", Addr: free}, ErrUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			c, err := Dial(tc.cfg)
+			if !errors.Is(err, tc.want) {
+				if c != nil {
+					c.Close()
+				}
+				t.Fatalf("Dial = %v, want %v", err, tc.want)
+			}
+			if d := time.Since(start); d > failBound {
+				t.Errorf("Dial took %v", d)
+			}
+		})
+	}
+	s, _ := startServer(t, 4096)
+	c := dial(t, s.Addr())
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+	if err := c.Do([]Op{{Kind: OpFAA, Region: s.Regions()[0], Swap: 1}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Do on a closed Conn = %v, want ErrClosed", err)
+	}
+}
+
+// TestListenErrors checks Listen's refusals.
+func TestListenErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     ServerConfig
+		regions [][]byte
+		want    error
+	}{
+		{"empty-region", ServerConfig{Provider: "sockets", Addr: "127.0.0.1:0"}, [][]byte{nil}, ErrInvalid},
+		{"bad-address", ServerConfig{Provider: "sockets", Addr: "127.0.0.1"}, nil, ErrInvalid},
+		{"no-such-provider", ServerConfig{Provider: "nosuchprov", Addr: "127.0.0.1:0"}, nil, ErrUnsupported},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Listen(tc.cfg, tc.regions)
+			if !errors.Is(err, tc.want) {
+				if s != nil {
+					s.Close()
+				}
+				t.Fatalf("Listen = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// waitEndpoints waits until the server counts want endpoints.
+func waitEndpoints(t *testing.T, s *Server, want int) {
+	t.Helper()
+	deadline := time.Now().Add(failBound)
+	for s.Endpoints() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("server has %d endpoints, want %d", s.Endpoints(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestClientKilled SIGKILLs a client process in the middle of its batches:
+// the server drops its endpoint and keeps serving the others, old and new.
+func TestClientKilled(t *testing.T) {
+	s, mem := startServer(t, 64<<10)
+	r := s.Regions()[0]
+	c := dial(t, s.Addr())
+	waitEndpoints(t, s, 1)
+	for round := range 2 {
+		ch := startChild(t, "hammer", childArgs{addr: s.Addr(), region: r, off: 8192})
+		if got := ch.line(t, failBound); got != "ready" {
+			t.Fatalf("child said %q", got)
+		}
+		waitEndpoints(t, s, 2)
+		time.Sleep(20 * time.Millisecond) // let it post more batches
+		if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = ch.cmd.Wait()
+		waitEndpoints(t, s, 1)
+		op := []Op{{Kind: OpFAA, Region: r, Swap: 1}}
+		if err := c.Do(op); err != nil || op[0].Old != uint64(round) {
+			t.Fatalf("round %d: FAA on the surviving connection: old %d, %v", round, op[0].Old, err)
+		}
+		fresh := dial(t, s.Addr())
+		if err := fresh.Do([]Op{{Kind: OpRead, Region: r, Buf: make([]byte, 8)}}); err != nil {
+			t.Fatalf("round %d: new connection: %v", round, err)
+		}
+		fresh.Close()
+		waitEndpoints(t, s, 1)
+	}
+	if word(mem[0], 0) != 2 {
+		t.Errorf("counter %d, want 2", word(mem[0], 0))
+	}
+}
+
+// TestServerClosed closes the server under a connected client: its next
+// batch fails with ErrUnavailable in bounded time, and so does every later
+// one.
+func TestServerClosed(t *testing.T) {
+	s, _ := startServer(t, 4096)
+	c := dial(t, s.Addr())
+	r := s.Regions()[0]
+	if err := c.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+	for i := range 2 {
+		start := time.Now()
+		err := c.Do([]Op{{Kind: OpRead, Region: r, Buf: make([]byte, 8)}})
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Do %d after Server.Close = %v, want ErrUnavailable", i, err)
+		}
+		if d := time.Since(start); d > failBound {
+			t.Errorf("Do %d took %v", i, d)
+		}
+	}
+}
+
+// TestServerKilled SIGKILLs a server process: clients with batches in
+// flight and clients starting new ones get ErrUnavailable in bounded time.
+func TestServerKilled(t *testing.T) {
+	ch := startChild(t, "server", childArgs{})
+	f := strings.Fields(ch.line(t, failBound))
+	if len(f) != 4 {
+		t.Fatalf("server child said %q", f)
+	}
+	var r Region
+	for i, p := range []*uint64{&r.Base, &r.Key, &r.Len} {
+		v, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p = v
+	}
+	idle := dial(t, f[0])
+	busy := dial(t, f[0])
+	if err := idle.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	busyErr := make(chan error, 1)
+	go func() {
+		ops := make([]Op, 64)
+		for i := range ops {
+			ops[i] = Op{Kind: OpRead, Region: r, Buf: make([]byte, 4096)}
+		}
+		for {
+			if err := busy.Do(ops); err != nil {
+				busyErr <- err
+				return
+			}
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := idle.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}})
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("idle client: Do = %v, want ErrUnavailable", err)
+	}
+	t.Logf("idle client: %v", err)
+	select {
+	case err := <-busyErr:
+		if !errors.Is(err, ErrUnavailable) {
+			t.Errorf("busy client: Do = %v, want ErrUnavailable", err)
+		}
+		t.Logf("busy client: %v", err)
+	case <-time.After(failBound):
+		t.Fatal("busy client: no error after the server was killed")
+	}
+	if d := time.Since(start); d > failBound {
+		t.Errorf("failures took %v", d)
+	}
+	t.Logf("both clients failed within %v", time.Since(start).Round(time.Millisecond))
+}
+
+// TestServerStopped freezes a server process with SIGSTOP, so that its
+// connections stay open but nothing completes: the batch watchdog fails the
+// batch with ErrUnavailable after BatchTimeout.
+func TestServerStopped(t *testing.T) {
+	ch := startChild(t, "server", childArgs{})
+	f := strings.Fields(ch.line(t, failBound))
+	if len(f) != 4 {
+		t.Fatalf("server child said %q", f)
+	}
+	key, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Region{Key: key, Len: 4096}
+	const batchTimeout = 500 * time.Millisecond
+	c, err := Dial(DialConfig{Provider: "sockets", Addr: f[0], Timeout: testTimeout, BatchTimeout: batchTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = c.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}})
+	d := time.Since(start)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Do on a stopped server = %v, want ErrUnavailable", err)
+	}
+	if d < batchTimeout || d > batchTimeout+time.Second {
+		t.Errorf("watchdog fired after %v, want about %v", d, batchTimeout)
+	}
+	t.Logf("after %v: %v", d.Round(time.Millisecond), err)
+}
