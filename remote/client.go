@@ -23,6 +23,7 @@ type Client struct {
 	permit chan struct{} // real-time transports: the wait/signal permit
 	sim    *simClient    // simulator state
 	net    *netClient    // network transports' state
+	fab    *fabricClient // fabric transport's state
 }
 
 type chunk struct{ cur, end uint64 }

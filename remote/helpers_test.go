@@ -37,6 +37,8 @@ func (tc transportCase) pool(t testing.TB, cfg Config) *Pool {
 	switch tc.name {
 	case "shm":
 		cfg.Shm = &ShmConfig{Dir: t.TempDir()}
+	case "fabric":
+		return fabricPool(t, cfg)
 	case "tcp":
 		nodes := memnodetest.Start(t, max(cfg.MemoryNodes, 1), memnodetest.Options{Bytes: cfg.NodeBytes, OnChipBytes: int64(cfg.OnChipBytes)})
 		cfg.TCP = &TCPConfig{MemoryNodes: memnodetest.Addrs(nodes), Token: memnodetest.Token}

@@ -41,6 +41,25 @@ type ServerConfig struct {
 	// HandshakeTimeout bounds the time a new connection has to
 	// authenticate (default 5 s).
 	HandshakeTimeout time.Duration
+	// Fabric, if set, also serves the regions over libfabric (one-sided
+	// RDMA with the verbs provider): they are registered, and their
+	// address and key are handed to authenticated clients over the TCP
+	// connection. It needs a build with the "fabric" tag.
+	Fabric *FabricServerConfig
+}
+
+// FabricServerConfig configures a memory node's libfabric endpoint.
+type FabricServerConfig struct {
+	// Provider is "verbs" or "sockets" ("": verbs if an RDMA device offers
+	// it, else sockets).
+	Provider string
+	// Addr is the host:port of the passive endpoint (port 0: any free
+	// port). With verbs the host must be an address of the RDMA device's
+	// network interface.
+	Addr string
+	// Domain optionally names the device ("mlx5_0") or, for sockets, the
+	// interface.
+	Domain string
 }
 
 // Server serves one memory node's memory to compute nodes: verbs and
@@ -54,6 +73,10 @@ type Server struct {
 	node  *memNode
 	log   *slog.Logger
 	unmap func()
+
+	fabricInfo  []byte // the payload of frameFabric replies; nil: no fabric endpoint
+	fabricDesc  string
+	closeFabric func()
 
 	mu     sync.Mutex
 	lis    map[net.Listener]struct{}
@@ -84,7 +107,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, lis: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}, unmap: func() {}}
+	s := &Server{cfg: cfg, log: cfg.Logger, lis: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
+		unmap: func() {}, closeFabric: func() {}}
 	if cfg.File != "" {
 		m, unmap, err := openNodeFile(cfg.File, pc)
 		if err != nil {
@@ -94,8 +118,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	} else if s.node, err = newMemNode(nodeGeom{main: uint64(pc.NodeBytes), onChip: uint64(pc.OnChipBytes)}); err != nil {
 		return nil, err
 	}
+	if cfg.Fabric != nil {
+		if err := s.listenFabric(*cfg.Fabric); err != nil {
+			s.unmap()
+			return nil, err
+		}
+	}
 	return s, nil
 }
+
+// Fabric describes the server's libfabric endpoint ("" if it serves none).
+func (s *Server) Fabric() string { return s.fabricDesc }
 
 // Bytes returns the sizes of the main and on-chip regions.
 func (s *Server) Bytes() (main, onChip int64) {
@@ -161,6 +194,7 @@ func (s *Server) Close() error {
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
+	s.closeFabric()
 	s.unmap()
 	return nil
 }
@@ -265,6 +299,13 @@ func (s *Server) serveFrames(br *bufio.Reader, bw *bufio.Writer) error {
 				out = appendRPCReply(out, &r)
 			}
 			s.reply(bw, frameHeader{typ: frameRPCOK, id: h.id}, out)
+		case frameFabric:
+			if s.fabricInfo == nil {
+				out = appendStatus(out, fmt.Errorf("%w: this memory node serves no fabric endpoint", ErrBadRequest))
+			} else {
+				out = append(appendStatus(out, nil), s.fabricInfo...)
+			}
+			s.reply(bw, frameHeader{typ: frameFabric, id: h.id}, out)
 		default:
 			return fmt.Errorf("%w: frame type %d", errBadFrame, h.typ)
 		}

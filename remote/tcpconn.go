@@ -47,13 +47,15 @@ type tcpLink struct {
 
 // tcpCall is one request waiting for its reply.
 type tcpCall struct {
-	done  chan error
-	timer *time.Timer
-	link  *tcpLink // the link it was sent on
-	ops   []Op     // batch: where results go
-	idx   []int32  // batch: the verbs of ops this node executes (nil: all)
-	rpc   rpcReply
-	isRPC bool
+	done     chan error
+	timer    *time.Timer
+	link     *tcpLink // the link it was sent on
+	ops      []Op     // batch: where results go
+	idx      []int32  // batch: the verbs of ops this node executes (nil: all)
+	rpc      rpcReply
+	isRPC    bool
+	fabric   bool           // a frameFabric request
+	endpoint fabricEndpoint // its reply
 }
 
 func newTCPCall() *tcpCall {
@@ -362,6 +364,8 @@ func (call *tcpCall) decode(h frameHeader, p []byte) error {
 		return status
 	}
 	switch {
+	case call.fabric && h.typ == frameFabric:
+		call.endpoint, err = decodeFabricEndpoint(rest)
 	case call.isRPC && h.typ == frameRPCOK:
 		call.rpc, err = decodeRPCReply(rest)
 	case !call.isRPC && h.typ == frameBatchOK:

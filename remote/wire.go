@@ -385,3 +385,49 @@ func decodeRPCReply(p []byte) (rpcReply, error) {
 	v := func(i int) uint64 { return binary.LittleEndian.Uint64(p[8*i:]) }
 	return rpcReply{Off: v(0), Pool: v(1), Geom: nodeGeom{main: v(2), onChip: v(3)}, Used: v(4), Fallen: p[40] == 1}, nil
 }
+
+// fabricEndpoint is what a memory node hands an authenticated client about
+// its libfabric endpoint: the provider, the passive endpoint's address,
+// and, per region (main, then on-chip), the remote address of its byte 0,
+// its key and its length.
+type fabricEndpoint struct {
+	Provider, Addr string
+	Regions        [][3]uint64 // base, key, length
+}
+
+// appendFabricEndpoint appends e's encoding.
+func appendFabricEndpoint(b []byte, e *fabricEndpoint) []byte {
+	for _, s := range []string{e.Provider, e.Addr} {
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(s)))
+		b = append(b, s...)
+	}
+	b = append(b, byte(len(e.Regions)))
+	for _, r := range e.Regions {
+		for _, v := range r {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+	}
+	return b
+}
+
+// decodeFabricEndpoint parses appendFabricEndpoint's encoding.
+func decodeFabricEndpoint(p []byte) (fabricEndpoint, error) {
+	var e fabricEndpoint
+	var strs [2]string
+	for i := range strs {
+		if len(p) < 2 || len(p) < 2+int(binary.LittleEndian.Uint16(p)) {
+			return e, fmt.Errorf("%w: truncated fabric endpoint", errBadFrame)
+		}
+		n := int(binary.LittleEndian.Uint16(p))
+		strs[i], p = string(p[2:2+n]), p[2+n:]
+	}
+	e.Provider, e.Addr = strs[0], strs[1]
+	if len(p) < 1 || len(p) != 1+24*int(p[0]) || p[0] > 2 {
+		return e, fmt.Errorf("%w: fabric endpoint regions", errBadFrame)
+	}
+	for i := range int(p[0]) {
+		q := p[1+24*i:]
+		e.Regions = append(e.Regions, [3]uint64{binary.LittleEndian.Uint64(q), binary.LittleEndian.Uint64(q[8:]), binary.LittleEndian.Uint64(q[16:])})
+	}
+	return e, nil
+}

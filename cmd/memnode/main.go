@@ -42,6 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	file := fs.String("file", "", "map this memory-node `path` (created if missing; kept across restarts) instead of anonymous memory")
 	token := fs.String("token", "", "shared secret clients must present (default: $DMINDEX_TOKEN)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fabricSetup := addFabricFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -75,6 +76,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	default:
 		cfg.OnChipBytes = int(min(oc, 1<<31))
 	}
+	if done, err := fabricSetup(&cfg, stdout); done || err != nil {
+		return err
+	}
 	srv, err := remote.NewServer(cfg)
 	if err != nil {
 		return err
@@ -88,6 +92,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mem := "anonymous"
 	if *file != "" {
 		mem = "file " + *file
+	}
+	if f := srv.Fabric(); f != "" {
+		mem += ", " + f
 	}
 	fmt.Fprintf(stdout, "memnode: ready on %s (main %d bytes, on-chip %d bytes, %s)\n", l.Addr(), main, chip, mem)
 	errc := make(chan error, 1)
