@@ -10,15 +10,12 @@ import (
 )
 
 // TestBatteryTransports runs the transport battery with the memory nodes in
-// shared files (shm) and in memnode processes (tcp).
+// shared files (shm) and in memnode processes (tcp, and fabric in the fabric build).
 func TestBatteryTransports(t *testing.T) {
-	for _, tr := range []struct {
-		name string
-		cfg  func(testing.TB) *remote.Config
-	}{{"shm", indextest.ShmConfig}, {"tcp", indextest.TCPConfig}} {
-		t.Run(tr.name, func(t *testing.T) {
-			indextest.RunTransport(t, indextest.Target{
-				Name: "smart-" + tr.name,
+	for _, tr := range indextest.Transports {
+		t.Run(tr.Name, func(t *testing.T) {
+			tr.Run(t, indextest.Target{
+				Name: "smart-" + tr.Name,
 				Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
 					return smart.Open(cn, smart.Options{Name: name})
 				},
@@ -27,7 +24,6 @@ func TestBatteryTransports(t *testing.T) {
 				},
 				MaxKeyLen:   smart.MaxKeyLen,
 				MaxValueLen: smart.MaxValueLen,
-				Config:      tr.cfg(t),
 			})
 		})
 	}

@@ -26,3 +26,30 @@ func TCPConfig(t testing.TB) *remote.Config {
 	c.TCP = &remote.TCPConfig{MemoryNodes: memnodetest.Addrs(nodes), Token: memnodetest.Token}
 	return &c
 }
+
+// Transport names a pool configuration of another transport than local.
+type Transport struct {
+	Name   string
+	Config func(testing.TB) *remote.Config
+	// Slow marks a transport too slow for the whole battery under -short
+	// (the sockets provider's few thousand verbs per second): it then runs
+	// RunBasic, RunErrors and RunConcurrent only.
+	Slow bool
+}
+
+// Run runs the transport battery (RunTransport) for tg on pools of tr.
+func (tr Transport) Run(t *testing.T, tg Target) {
+	tg.Config = tr.Config(t)
+	if !tr.Slow || !testing.Short() {
+		RunTransport(t, tg)
+		return
+	}
+	checkTarget(t, tg)
+	t.Run("basic", func(t *testing.T) { RunBasic(t, tg) })
+	t.Run("errors", func(t *testing.T) { RunErrors(t, tg) })
+	t.Run("concurrent", func(t *testing.T) { RunConcurrent(t, tg) })
+}
+
+// Transports are the transports the battery runs over besides local and
+// sim: shm and tcp, and fabric in a build with the fabric tag.
+var Transports = []Transport{{Name: "shm", Config: ShmConfig}, {Name: "tcp", Config: TCPConfig}}
