@@ -9,7 +9,9 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-func init() { Transports = append(Transports, Transport{Name: "fabric", Config: FabricConfig, Slow: true}) }
+func init() {
+	Transports = append(Transports, Transport{Name: "fabric", Config: FabricConfig, Slow: true})
+}
 
 // FabricConfig starts two memnode processes built with the fabric tag and
 // serving the sockets provider on 127.0.0.1 (stopped when the test ends),
