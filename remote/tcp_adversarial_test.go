@@ -1,6 +1,7 @@
 package remote_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -914,4 +915,231 @@ func TestServerConfig(t *testing.T) {
 	if after, _ := os.ReadFile(junk); !slices.Equal(content, after) {
 		t.Error("a refused server modified a file that is not a memory node")
 	}
+}
+
+// fakeServer is a memory node that speaks the handshake and answers every
+// two-sided request plausibly, but answers batches with misbehave.
+func fakeServer(t *testing.T, misbehave func(c net.Conn, id uint64, payload []byte)) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		conns.Wait()
+	})
+	conns.Go(func() {
+		for {
+			nc, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open = append(open, nc)
+			mu.Unlock()
+			conns.Go(func() {
+				defer nc.Close()
+				r := &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+				if _, err := r.read(time.Minute); err != nil {
+					return
+				}
+				r.send(rawFrame(rawVersion, rawWelcome, 0, 0, []byte{codeOK}))
+				for {
+					f, err := r.read(time.Minute)
+					if err != nil {
+						return
+					}
+					switch f.typ {
+					case rawRPC:
+						pool := uint64(1)
+						if len(f.payload) >= 49 {
+							if p := binary.LittleEndian.Uint64(f.payload[1+8*4:]); p != 0 {
+								pool = p
+							}
+						}
+						reply := []byte{codeOK}
+						for _, v := range []uint64{8192, pool, advMain, advChip, 16384} {
+							reply = binary.LittleEndian.AppendUint64(reply, v)
+						}
+						r.send(rawFrame(rawVersion, rawRPCOK, 0, f.id, append(reply, 0)))
+					case rawBatch:
+						if f.flags&rawSignaled != 0 {
+							misbehave(nc, f.id, f.payload)
+						}
+					}
+				}
+			})
+		}
+	})
+	return l.Addr().String()
+}
+
+// TestTCPHostileServer: a memory node that answers a batch wrongly (another
+// id, a truncated or oversized result, a bad version or length, an unknown
+// status code, the wrong frame type, or nothing at all) makes the client's
+// verb fail within the transport's timeout, never panic, hang or return
+// success with bytes the server did not send in a well-formed reply. A
+// correct answer (the control case) succeeds.
+func TestTCPHostileServer(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	reply := func(c net.Conn, b []byte) { c.Write(b) }
+	okRead := func(id uint64, n int) []byte {
+		return rawFrame(rawVersion, rawBatchOK, 0, id, append([]byte{codeOK}, make([]byte, n)...))
+	}
+	cases := []struct {
+		name      string
+		misbehave func(c net.Conn, id uint64, payload []byte)
+		wantOK    bool
+	}{
+		{"control: a correct reply", func(c net.Conn, id uint64, _ []byte) { reply(c, okRead(id, 8)) }, true},
+		{"no reply", func(net.Conn, uint64, []byte) {}, false},
+		{"reply to another id", func(c net.Conn, id uint64, _ []byte) { reply(c, okRead(id+1000, 8)) }, false},
+		{"truncated READ result", func(c net.Conn, id uint64, _ []byte) { reply(c, okRead(id, 4)) }, false},
+		{"READ result too long", func(c net.Conn, id uint64, _ []byte) { reply(c, okRead(id, 4096)) }, false},
+		{"bad version", func(c net.Conn, id uint64, _ []byte) {
+			b := okRead(id, 8)
+			b[4] = 9
+			reply(c, b)
+		}, false},
+		{"length below the header", func(c net.Conn, id uint64, _ []byte) { reply(c, []byte{3, 0, 0, 0, 1, 4}) }, false},
+		{"length above the maximum", func(c net.Conn, id uint64, _ []byte) {
+			b := okRead(id, 8)
+			binary.LittleEndian.PutUint32(b, rawMaxFrame+1)
+			reply(c, b)
+		}, false},
+		{"unknown status code", func(c net.Conn, id uint64, _ []byte) {
+			reply(c, rawFrame(rawVersion, rawBatchOK, 0, id, []byte{200, 2, 0, 'h', 'i'}))
+		}, false},
+		{"status message past the frame", func(c net.Conn, id uint64, _ []byte) {
+			reply(c, rawFrame(rawVersion, rawBatchOK, 0, id, []byte{codeOutOfBounds, 0xFF, 0xFF, 'h'}))
+		}, false},
+		{"rpc reply to a batch", func(c net.Conn, id uint64, _ []byte) {
+			reply(c, rawFrame(rawVersion, rawRPCOK, 0, id, append([]byte{codeOK}, make([]byte, 41)...)))
+		}, false},
+		{"empty payload", func(c net.Conn, id uint64, _ []byte) { reply(c, rawFrame(rawVersion, rawBatchOK, 0, id, nil)) }, false},
+		{"half a frame, then silence", func(c net.Conn, id uint64, _ []byte) { reply(c, okRead(id, 8)[:10]) }, false},
+		{"close", func(c net.Conn, _ uint64, _ []byte) { c.Close() }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := fakeServer(t, tc.misbehave)
+			p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{addr}, Token: testToken,
+				DialTimeout: timeout, Timeout: timeout}})
+			if err != nil {
+				t.Fatalf("NewPool on the fake server: %v", err)
+			}
+			defer p.Close()
+			c := p.NewComputeNode().NewClient()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for i := range 2 {
+				buf := make([]byte, 8)
+				for j := range buf {
+					buf[j] = 0xEE
+				}
+				start := time.Now()
+				err := c.Read(ctx, remote.MakeAddr(0, 8192), buf)
+				if d := time.Since(start); d > timeout+3*time.Second {
+					t.Fatalf("READ %d took %v (Timeout %v)", i, d, timeout)
+				}
+				switch {
+				case tc.wantOK && err != nil:
+					t.Fatalf("READ %d: %v", i, err)
+				case tc.wantOK && !slices.Equal(buf, make([]byte, 8)):
+					t.Fatalf("READ %d: %x, want the zeros sent", i, buf)
+				case !tc.wantOK && err == nil:
+					t.Fatalf("READ %d succeeded with %x on a broken reply", i, buf)
+				case !tc.wantOK && !errors.Is(err, remote.ErrUnavailable):
+					t.Errorf("READ %d: %v, want ErrUnavailable", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestTCPStuckReader: a client that pipelines large READs and never reads
+// the replies stalls only its own connection: another connection and a
+// pool keep being served, and Server.Close still returns promptly.
+func TestTCPStuckReader(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	p := tcpPool(t, ts.addr)
+	k := newCanary(t, p)
+	bystander := authed(t, ts.addr)
+	stuck := authed(t, ts.addr)
+	frame := rawFrame(rawVersion, rawBatch, rawSignaled, 1, batchPayload(rdV(k.off(), 1<<16)))
+	flood := make(chan struct{})
+	go func() {
+		defer close(flood)
+		for range 4000 { // 256 MiB of replies nobody reads
+			if stuck.send(frame) != nil {
+				return
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	for range 20 {
+		bystander.mustDo(faaV(k.off()+8, 0))
+		k.check(t, "a stuck reader")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- ts.srv.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Server.Close blocked for 10 s by a client that does not read")
+	}
+	stuck.nc.Close()
+	<-flood
+}
+
+// TestTCPClientPostOrder: through the public API, a client's unsignaled
+// WRITE is seen by its next signaled READ on the same memory node, while
+// other clients of the same compute node share its connections.
+func TestTCPClientPostOrder(t *testing.T) {
+	a := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	b := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	p := tcpPool(t, a.addr, b.addr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cn := p.NewComputeNode()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		c := cn.NewClient()
+		wg.Go(func() {
+			x, err := c.AllocOn(ctx, w%2, 64, 8)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			buf := make([]byte, 8)
+			for i := range uint64(300) {
+				if err := c.Post(ctx, []remote.Op{remote.Write(x, le64(i+1)), remote.FAA(x.Add(8), 1)}); err != nil {
+					t.Error(err)
+					return
+				}
+				ops := []remote.Op{remote.Read(x, buf), remote.FAA(x.Add(8), 0)}
+				if err := c.Do(ctx, ops); err != nil {
+					t.Error(err)
+					return
+				}
+				if got := binary.LittleEndian.Uint64(buf); got != i+1 || ops[1].Old != i+1 {
+					t.Errorf("client %d round %d: READ after its posted WRITE saw %d, FAA count %d, want %d", w, i, got, ops[1].Old, i+1)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
