@@ -126,7 +126,11 @@ func nameHash(name string) uint64 {
 func nodeNamed(main []uint64, name string, size uint64) (uint64, error) {
 	key := nameHash(name)
 	block := uint64(0)
+	limit := uint64(len(main)) * 8
 	for {
+		if block%64 != 0 || block > limit-dirBlockBytes || (block != 0 && block < reservedBytes) {
+			return 0, fmt.Errorf("%w: named-region directory links to offset %#x", ErrBadNode, block)
+		}
 		b := main[block/8 : (block+dirBlockBytes)/8]
 		for e := dirFirstWord; e+dirEntryWords <= len(b); e += dirEntryWords {
 			h := atomic.LoadUint64(&b[e])
@@ -171,7 +175,10 @@ func namedRegion(main []uint64, slot *uint64, name string, size uint64) (uint64,
 			off = atomic.LoadUint64(slot) // another caller published first; ours stays unused
 		}
 	}
-	if have := atomic.LoadUint64(&main[off/8-1]); size > have {
+	if off%64 != 0 || off < reservedBytes+64 || off >= uint64(len(main))*8 {
+		return 0, fmt.Errorf("%w: named region %q at offset %#x", ErrBadNode, name, off)
+	}
+	if have := atomic.LoadUint64(&main[off/8-1]); size > have || off+have > uint64(len(main))*8 {
 		return 0, fmt.Errorf("%w: named region %q holds %d bytes, %d asked", ErrBadRequest, name, have, size)
 	}
 	return off, nil

@@ -465,7 +465,7 @@ func TestTCPHandshakeTimeout(t *testing.T) {
 	}
 
 	time.Sleep(2 * timeout)
-	idle.mustDo(rdV(8, 8))
+	idle.mustDo(rdV(4096, 8))
 }
 
 // TestTCPPostingOrder pipelines, on one connection, an unsignaled WRITE

@@ -258,14 +258,14 @@ func handshake(nc net.Conn, token string, timeout time.Duration, verify *rpcRequ
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			return fmt.Errorf("%w: the server closed the connection during the handshake", ErrAuth)
 		}
-		return err
+		return fmt.Errorf("%w: handshake: %v", ErrUnavailable, err)
 	}
 	if status != nil || verify == nil {
 		return status
 	}
 	status, _, err = readReply(nc, frameRPCOK)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: handshake: %v", ErrUnavailable, err)
 	}
 	return status
 }
