@@ -21,7 +21,12 @@ import (
 // childEnv instead of the tests.
 const childEnv = "FABRIC_TEST_CHILD"
 
+// presetWaitTime records whether the environment set FI_SOCKETS_PE_WAITTIME
+// before the tests ran.
+var presetWaitTime bool
+
 func TestMain(m *testing.M) {
+	_, presetWaitTime = os.LookupEnv("FI_SOCKETS_PE_WAITTIME")
 	if role := os.Getenv(childEnv); role != "" {
 		if err := runChild(role); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
