@@ -4,6 +4,7 @@ package fabric
 
 import (
 	"fmt"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -46,7 +47,7 @@ var benchShapes = []struct {
 // batch of window operations (ns/op is per batch).
 func BenchmarkGo(b *testing.B) {
 	addr, r := benchServer(b)
-	c, err := Dial(DialConfig{Provider: "sockets", Addr: addr, Timeout: testTimeout})
+	c, err := Dial(testDialConfig(addr))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -89,7 +90,10 @@ func BenchmarkC(b *testing.B) {
 		b.Skipf("cc: %v\n%s", err, out)
 	}
 	addr, r := benchServer(b)
-	host, port, _ := strings.Cut(addr, ":")
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, sh := range benchShapes {
 		b.Run(fmt.Sprintf("%s/w%d", sh.op, sh.window), func(b *testing.B) {
 			// The program's start (libfabric initialises every provider,
@@ -98,7 +102,7 @@ func BenchmarkC(b *testing.B) {
 			// cVerbs verbs.
 			batches := max(b.N, cVerbs/sh.window)
 			verbs := batches * sh.window
-			out, err := exec.Command(bin, "sockets", host, port, strconv.FormatUint(r.Key, 10),
+			out, err := exec.Command(bin, testProvider, host, port, strconv.FormatUint(r.Key, 10),
 				strconv.FormatUint(r.Base, 10), strings.TrimSuffix(strings.TrimSuffix(sh.op, "8"), "64"),
 				strconv.Itoa(sh.window), strconv.Itoa(verbs)).Output()
 			if err != nil {
