@@ -12,8 +12,10 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 )
 
@@ -37,6 +39,13 @@ func initEnv() {
 func Version() (major, minor int) {
 	v := uint32(C.fs_version())
 	return int(v >> 16), int(v & 0xffff)
+}
+
+// millis converts d to whole milliseconds for the shim, rounding up and
+// saturating at the largest C int.
+func millis(d time.Duration) C.int {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return C.int(min(ms, math.MaxInt32))
 }
 
 // fiError returns libfabric's text for the positive error number e.

@@ -21,7 +21,12 @@ import (
 // childEnv instead of the tests.
 const childEnv = "FABRIC_TEST_CHILD"
 
+// presetWaitTime records whether the environment set FI_SOCKETS_PE_WAITTIME
+// before the tests ran.
+var presetWaitTime bool
+
 func TestMain(m *testing.M) {
+	_, presetWaitTime = os.LookupEnv("FI_SOCKETS_PE_WAITTIME")
 	if role := os.Getenv(childEnv); role != "" {
 		if err := runChild(role); err != nil {
 			fmt.Fprintln(os.Stderr, "child:", err)
@@ -64,7 +69,7 @@ func readChildArgs() (childArgs, error) {
 }
 
 // runChild plays one role:
-//   - server: listens on 127.0.0.1 over one 4 KiB region, prints
+//   - server: listens (testListen) over one 4 KiB region, prints
 //     "addr base key len" and serves until killed;
 //   - faa: N fetch-and-adds of 1 on the word, printing every old value;
 //   - cas: N CAS increments of the word, printing the attempts;
@@ -76,7 +81,7 @@ func runChild(role string) error {
 		if err != nil {
 			return err
 		}
-		s, err := Listen(ServerConfig{Provider: "sockets", Addr: "127.0.0.1:0"}, [][]byte{mem})
+		s, err := testListen([][]byte{mem})
 		if err != nil {
 			return err
 		}
@@ -88,7 +93,7 @@ func runChild(role string) error {
 	if err != nil {
 		return err
 	}
-	c, err := Dial(DialConfig{Provider: "sockets", Addr: a.addr, Timeout: testTimeout})
+	c, err := Dial(testDialConfig(a.addr))
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,8 @@ type DialConfig struct {
 // Conn is one connected FI_EP_MSG endpoint (like an RC queue pair) with its
 // own fabric, domain, completion and event queues and staging buffer. It is
 // safe for concurrent use: batches are serialized, each one completing
-// before the next is posted.
+// before the next is posted. Close it to release its libfabric objects and
+// C memory: they are not garbage collected.
 type Conn struct {
 	mu           sync.Mutex
 	h            *C.struct_fs_conn // nil once closed
@@ -104,7 +105,7 @@ func Dial(cfg DialConfig) (*Conn, error) {
 	if cfg.VerbsAtomicsWorkaround {
 		workaround = 1
 	}
-	rc := C.fs_conn_open(h, cs.p[0], cs.p[1], cs.p[2], cs.p[3], C.int(timeout.Milliseconds()),
+	rc := C.fs_conn_open(h, cs.p[0], cs.p[1], cs.p[2], cs.p[3], millis(timeout),
 		C.uint64_t(staging), workaround)
 	if rc != C.FS_OK {
 		err := shimError(rc, C.GoString(&pub.err[0]))

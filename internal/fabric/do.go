@@ -126,8 +126,7 @@ func (c *Conn) run(ops []Op, base int, deadline time.Time) error {
 		c.broken = fmt.Errorf("%w: watchdog: batch not completed in %v", ErrUnavailable, c.batchTimeout)
 		return c.broken
 	}
-	ms := (left + time.Millisecond - 1) / time.Millisecond
-	if rc := C.fs_conn_run(c.h, C.int(len(ops)), C.int(ms)); rc != C.FS_OK {
+	if rc := C.fs_conn_run(c.h, C.int(len(ops)), millis(left)); rc != C.FS_OK {
 		c.broken = shimError(rc, C.GoString(&c.pub.err[0]))
 		return c.broken
 	}

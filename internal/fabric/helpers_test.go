@@ -3,6 +3,8 @@
 package fabric
 
 import (
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +13,36 @@ import (
 
 // testTimeout bounds every connection and batch of the tests.
 const testTimeout = 3 * time.Second
+
+// The provider and host the tests run on: sockets on 127.0.0.1 unless the
+// environment names others, e.g. on an RDMA machine
+//
+//	FABRIC_TEST_PROVIDER=verbs FABRIC_TEST_HOST=10.0.0.5 go test -tags fabric ./internal/fabric/
+//
+// Child processes inherit the environment and so the same choice.
+var (
+	testProvider = envOr("FABRIC_TEST_PROVIDER", "sockets")
+	testHost     = envOr("FABRIC_TEST_HOST", "127.0.0.1")
+)
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// testListen listens on testHost at a free port with testProvider.
+func testListen(regions [][]byte) (*Server, error) {
+	return Listen(ServerConfig{Provider: testProvider, Addr: net.JoinHostPort(testHost, "0")}, regions)
+}
+
+// testDialConfig is the tests' DialConfig for addr. It enables the verbs
+// atomics workaround, so that on RDMA hardware with libfabric < 2.2 the
+// tests exercise it (it is ignored elsewhere).
+func testDialConfig(addr string) DialConfig {
+	return DialConfig{Provider: testProvider, Addr: addr, Timeout: testTimeout, VerbsAtomicsWorkaround: true}
+}
 
 // mapRegion returns n zeroed bytes of anonymous mmap'd memory, unmapped at
 // the end of the test (after servers registered later are closed).
@@ -24,15 +56,14 @@ func mapRegion(tb testing.TB, n int) []byte {
 	return b
 }
 
-// startServer listens on 127.0.0.1 with the sockets provider over regions
-// of the given sizes and closes the server at the end of the test.
+// startServer listens with testListen over regions of the given sizes and closes the server at the end of the test.
 func startServer(tb testing.TB, sizes ...int) (*Server, [][]byte) {
 	tb.Helper()
 	regions := make([][]byte, len(sizes))
 	for i, n := range sizes {
 		regions[i] = mapRegion(tb, n)
 	}
-	s, err := Listen(ServerConfig{Provider: "sockets", Addr: "127.0.0.1:0"}, regions)
+	s, err := testListen(regions)
 	if err != nil {
 		tb.Fatalf("Listen: %v", err)
 	}
@@ -40,11 +71,11 @@ func startServer(tb testing.TB, sizes ...int) (*Server, [][]byte) {
 	return s, regions
 }
 
-// dial connects to addr with the sockets provider and closes the
-// connection at the end of the test.
+// dial connects to addr with testDialConfig and closes the connection at
+// the end of the test.
 func dial(tb testing.TB, addr string) *Conn {
 	tb.Helper()
-	c, err := Dial(DialConfig{Provider: "sockets", Addr: addr, Timeout: testTimeout})
+	c, err := Dial(testDialConfig(addr))
 	if err != nil {
 		tb.Fatalf("Dial %s: %v", addr, err)
 	}

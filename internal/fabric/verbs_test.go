@@ -305,7 +305,9 @@ func TestRandomBatchesOracle(t *testing.T) {
 // rounds per batch, and a single READ larger than the buffer (which grows).
 func TestStagingRounds(t *testing.T) {
 	s, mem := startServer(t, 64<<10)
-	c, err := Dial(DialConfig{Provider: "sockets", Addr: s.Addr(), Timeout: testTimeout, StagingBytes: 1024})
+	cfg := testDialConfig(s.Addr())
+	cfg.StagingBytes = 1024
+	c, err := Dial(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

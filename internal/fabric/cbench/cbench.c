@@ -3,7 +3,7 @@
 // wait mode and batch shape as the Go engine (post a window of operations,
 // FI_MORE on all but the last, then block in fi_cq_sread until all have
 // completed) and reports verbs per second, so that the cost of the Go and
-// cgo layer can be measured. Built by BenchmarkC (bench_test.go):
+// cgo layer can be measured. Built by BenchmarkGoVsC (bench_test.go):
 //
 //	cc -O2 -o cbench cbench.c $(pkg-config --cflags --libs libfabric)
 //	cbench PROVIDER HOST PORT KEY BASE cas|read WINDOW VERBS
