@@ -50,11 +50,11 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	idx := names(*idxList)
-	if len(idx) == 0 {
-		return fmt.Errorf("--indexes is empty")
+	idx, err := names("indexes", *idxList)
+	if err != nil {
+		return err
 	}
-	ws, err := workloads(*wlList)
+	ws, err := workloads("workloads", *wlList)
 	if err != nil {
 		return err
 	}
@@ -75,6 +75,9 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				total += phaseOps(cfg)
 			}
 		}
+	}
+	if err := o.checkTotalRuntime(cfgs); err != nil {
+		return err
 	}
 	bar := newProgress(stderr, total)
 	cmp := comparison{Command: append([]string{"dmbench", "compare"}, args...)}
@@ -98,9 +101,35 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(cmp)
+		err = enc.Encode(cmp)
+	} else {
+		err = cmp.writeTable(stdout)
 	}
-	return cmp.writeTable(stdout)
+	if err != nil {
+		return err
+	}
+	return failedOps(cmp.Results)
+}
+
+// failedOps returns an error naming the runs whose operations failed and
+// the first failure, or nil: the results are printed either way, but a
+// command whose runs had errors exits non-zero, as "dmbench run" does.
+func failedOps(results []*ycsb.Result) error {
+	var first *ycsb.Result
+	failed := 0
+	for _, r := range results {
+		if r.Errors > 0 {
+			failed++
+			if first == nil {
+				first = r
+			}
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return fmt.Errorf("operations failed in %d of %d runs; first: %s on %s with %d×%d clients: %d of %d operations failed, the first with: %s",
+		failed, len(results), first.Index, first.Workload, first.CNs, first.Clients, first.Errors, first.Ops, first.FirstError)
 }
 
 // peakRatios compares the first index with each other one on every
