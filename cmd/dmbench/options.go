@@ -46,6 +46,10 @@ func defaultOptions() options {
 	}
 }
 
+// memoryLimit is the ycsb.Config.MemoryLimit of every run: 0, the
+// machine's memory (a variable so that tests can fix it).
+var memoryLimit int64
+
 // maxMB bounds the MiB flags, so that their byte counts fit in an int64
 // (and far exceed any machine: the checks against memory then apply).
 const maxMB = 1 << 40
@@ -144,7 +148,7 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, ValueSize: o.valueSize,
 		MemoryNodes: o.mns, ComputeNodes: o.cns, ClientsPerCN: clients, NodeBytes: o.mnMB << 20,
 		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
-		MaxRuntime: maxTime,
+		MaxRuntime: maxTime, MemoryLimit: memoryLimit,
 	}
 	return cfg, withHint(cfg.Validate())
 }
