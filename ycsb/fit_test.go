@@ -32,13 +32,13 @@ func TestValidateRejects(t *testing.T) {
 			smart.ErrValueTooLarge, "values of 101 bytes, mem stores at most 100"},
 		{"trace key above the index's limit", func(c *ycsb.Config) { c.Footprint, c.LoadTrace, c.RunTrace = limited, long, long },
 			smart.ErrKeyTooLong, "keys of 17 bytes, mem stores at most 16"},
-		{"records beyond the memory limit", func(c *ycsb.Config) { c.Records, c.NodeBytes, c.MemoryLimit = 10_000_000, 0, 64 << 20 },
+		{"records beyond the memory limit", func(c *ycsb.Config) { c.Records, c.NodeBytes, c.MemoryLimit = 10_000_000, 0, 64<<20 },
 			ycsb.ErrTooLarge, "more than the 64.0 MiB of available memory (the run's MemoryLimit)"},
 		{"memory nodes beyond the memory limit", func(c *ycsb.Config) { c.MemoryLimit = 100 << 20 },
 			ycsb.ErrTooLarge, "memory nodes of 2 × 64.0 MiB = 128.0 MiB exceed the 100.0 MiB of physical memory"},
-		{"huge values of an index without a footprint", func(c *ycsb.Config) { c.ValueSize, c.MemoryLimit = 1 << 40, 1 << 40 },
+		{"huge values of an index without a footprint", func(c *ycsb.Config) { c.ValueSize, c.MemoryLimit = 1<<40, 1<<40 },
 			ycsb.ErrTooLarge, "6 clients × 4.0 TiB"},
-		{"many clients", func(c *ycsb.Config) { c.ComputeNodes, c.ClientsPerCN, c.MemoryLimit = 1000, 1000, 1 << 34 },
+		{"many clients", func(c *ycsb.Config) { c.ComputeNodes, c.ClientsPerCN, c.MemoryLimit = 1000, 1000, 1<<34 },
 			ycsb.ErrTooLarge, "1000 compute nodes × 3.5 MiB, 1000000 clients × 20.0 KiB"},
 		{"records beyond the memory nodes", func(c *ycsb.Config) { c.Footprint, c.Records = limited, 2_000_000 },
 			remote.ErrOutOfMemory, "need about 190.7 MiB on the memory nodes, more than their 2 × 64.0 MiB"},
@@ -73,8 +73,8 @@ func TestValidateAccepts(t *testing.T) {
 	}{
 		{"the test config", func(*ycsb.Config) {}},
 		{"within the index's limits", func(c *ycsb.Config) { c.Footprint, c.ValueSize = limited, 100 }},
-		{"memory checks disabled", func(c *ycsb.Config) { c.Records, c.NodeBytes, c.MemoryLimit, c.MaxRuntime = 1 << 40, 0, -1, -1 }},
-		{"runtime check disabled", func(c *ycsb.Config) { c.Ops, c.MaxRuntime = 1 << 40, -1 }},
+		{"memory checks disabled", func(c *ycsb.Config) { c.Records, c.NodeBytes, c.MemoryLimit, c.MaxRuntime = 1<<40, 0, -1, -1 }},
+		{"runtime check disabled", func(c *ycsb.Config) { c.Ops, c.MaxRuntime = 1<<40, -1 }},
 		{"memory nodes sized for the run", func(c *ycsb.Config) { c.Footprint, c.Records, c.NodeBytes = limited, 1_000_000, 0 }},
 	} {
 		cfg := config(t, "a", ycsb.ModeSim)
