@@ -10,7 +10,7 @@ import (
 	"github.com/dmindex/dmindex/ycsb"
 )
 
-// paperAmplification is Table 4.1 of the SMART chapter (96-byte objects,
+// paperAmplification is Table 4.1 of the SMART paper (96-byte objects,
 // internal nodes cached): SMART's leaves are ART's.
 var paperAmplification = map[string][2]float64{"smart": {1.10, 1.10}, "sherman": {33.0, 1.01}}
 

@@ -13,8 +13,10 @@ import (
 )
 
 // paperRatios are SMART's throughput over Sherman's on YCSB with integer
-// keys, as the SMART chapter states them for Figure 4.10 (LOAD is 100%
-// insert, which is this tool's "load" and "la").
+// keys, as the SMART paper states them for Figure 4.10 (LOAD is 100%
+// insert, which is this tool's "load" and "la"). Figure and table numbers
+// are those of the paper as Chapter 4 of Jiacheng Shen's thesis (CUHK,
+// 2024); docs/results/README.md cites both.
 var paperRatios = map[string]float64{"load": 1.6, "la": 1.6, "a": 6.1, "b": 2.4, "c": 2.8, "d": 2.4}
 
 // comparison is the content of results.json.
