@@ -1,6 +1,9 @@
 package remote
 
-import "sync/atomic"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Stats counts a client's (or a compute node's, or a pool's) remote I/O.
 // Unsignaled verbs are counted like signaled ones but add no round trip.
@@ -16,6 +19,15 @@ type Stats struct {
 
 // Verbs returns the number of one-sided verbs.
 func (s Stats) Verbs() uint64 { return s.Reads + s.Writes + s.CASes + s.FAAs }
+
+// String formats s on one line, verbs by kind with their payload bytes
+// and CAS failures, then round trips, unsignaled verbs and RPCs:
+//
+//	reads=5 (4096 B) writes=3 (96 B) cas=2 (1 failed) faa=1 round_trips=7 unsignaled=1 rpcs=1
+func (s Stats) String() string {
+	return fmt.Sprintf("reads=%d (%d B) writes=%d (%d B) cas=%d (%d failed) faa=%d round_trips=%d unsignaled=%d rpcs=%d",
+		s.Reads, s.ReadBytes, s.Writes, s.WriteBytes, s.CASes, s.CASFailures, s.FAAs, s.RoundTrips, s.Unsignaled, s.RPCs)
+}
 
 // Add returns s + o.
 func (s Stats) Add(o Stats) Stats {

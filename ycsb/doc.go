@@ -36,4 +36,16 @@
 // that implement CacheReporter, NIC utilisation from the simulator's
 // report. The runner charges no CPU time of its own: indexes charge
 // remote.Profile.CPUPerOp through their clients.
+//
+// # Limits
+//
+// Before it allocates anything, Run checks the Config (Config.Validate):
+// keys and values must fit the index (Config.Footprint), and the run's
+// Estimate, from the records on the memory nodes, each compute node's cache,
+// tables and histograms and each client's buffers, must fit the machine's
+// available memory (MemAvailable on Linux, GOMEMLIMIT, a cgroup's
+// memory.max, or Config.MemoryLimit), memory nodes of an explicit size its
+// physical memory, and the minimum runtime Config.MaxRuntime. Failures wrap
+// ErrTooLarge, ErrTooLong, remote.ErrOutOfMemory, smart.ErrKeyTooLong or
+// smart.ErrValueTooLarge and name the estimate and the limit.
 package ycsb

@@ -72,6 +72,8 @@ type IndexConfig struct {
 	// CacheBytes is the compute node's cache budget: 0 selects the index's
 	// default, a negative value disables the cache.
 	CacheBytes int64
+	// MemoryNodes is the number of memory nodes of the pool.
+	MemoryNodes int
 }
 
 // Opener opens (creating on first use) the index of a run on one compute
@@ -141,6 +143,21 @@ type Config struct {
 	// Seed drives the operation streams, the values and the simulator.
 	Seed uint64
 
+	// Footprint, if set, describes the index's memory use and limits for
+	// the run's IndexConfig (see Estimate); Run rejects keys and values the
+	// index cannot store and runs that do not fit before allocating
+	// anything. Nil: the estimate counts the records' keys and values and
+	// the runner's own memory only.
+	Footprint func(IndexConfig) Footprint
+	// MemoryLimit is the memory the run may use in bytes: 0 means the
+	// machine's (its available memory, and its physical memory for the
+	// memory nodes' size), a negative value disables the memory checks.
+	MemoryLimit int64
+	// MaxRuntime bounds the run's estimated minimum runtime
+	// (Estimate.MinRuntime): 0 means DefaultMaxRuntime, a negative value
+	// disables the check.
+	MaxRuntime time.Duration
+
 	// Progress, if set, is called with the number of operations completed
 	// since its last call (load and run phases alike). It is called from
 	// client goroutines: it must be safe for concurrent use and must not
@@ -186,10 +203,16 @@ type runner struct {
 // throughput (an operation that returned an error is counted in
 // Result.Errors instead). A load-phase error aborts the run. In ModeSim
 // every client is a simulated thread and every time is virtual: the same
-// Config gives the same Result.
+// Config gives the same Result. Run first checks cfg as Validate does and
+// allocates nothing if it fails (ErrTooLarge, ErrTooLong,
+// smart.ErrKeyTooLong, smart.ErrValueTooLarge).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	explicitNodes := cfg.NodeBytes != 0
 	cfg, err := cfg.normalized()
 	if err != nil {
+		return nil, err
+	}
+	if err := cfg.fits(explicitNodes); err != nil {
 		return nil, err
 	}
 	var gen *Generator
@@ -281,8 +304,8 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.ValueSize == 0 {
 		cfg.ValueSize = DefaultValueSize
 	}
-	if cfg.ValueSize < 0 || cfg.Records < 0 || cfg.Ops < 0 {
-		return cfg, fmt.Errorf("ycsb: negative value size, records or ops")
+	if cfg.ValueSize < 0 || cfg.Records < 0 || cfg.Ops < 0 || cfg.NodeBytes < 0 {
+		return cfg, fmt.Errorf("ycsb: negative value size, records, ops or node bytes")
 	}
 	if cfg.LoadTrace != nil && cfg.RunTrace == nil {
 		return cfg, errors.New("ycsb: a load trace needs a run trace")
@@ -296,10 +319,11 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.NodeBytes == 0 && !external {
 		// About 1 KiB per record covers either index with room to spare, plus
 		// every client's allocation chunk; untouched memory costs nothing.
-		records := cfg.Records + cfg.Ops
-		clients := int64(cfg.ComputeNodes * cfg.ClientsPerCN)
-		need := (records<<10)/int64(cfg.MemoryNodes) + clients*remote.DefaultChunkBytes + 64<<20
-		cfg.NodeBytes = (need + (1 << 20) - 1) &^ (1<<20 - 1)
+		// (Absurd sizes are rejected by fits, not here.)
+		records := float64(cfg.Records) + float64(cfg.Ops)
+		clients := float64(cfg.ComputeNodes) * float64(cfg.ClientsPerCN)
+		need := min(records*1024/float64(cfg.MemoryNodes)+clients*remote.DefaultChunkBytes+64<<20, 1<<62)
+		cfg.NodeBytes = (int64(need) + (1 << 20) - 1) &^ (1<<20 - 1)
 	}
 	return cfg, nil
 }
@@ -312,13 +336,8 @@ func (r *runner) seed(i, p int) uint64 {
 // open opens one index per compute node, one after the other, inside a
 // client so that opening may issue verbs.
 func (r *runner) open() error {
-	ic := IndexConfig{Name: r.name, KeySize: r.cfg.Keys.MaxLen(), ValueSize: r.cfg.ValueSize, CacheBytes: r.cfg.CacheBytes}
-	for _, op := range r.cfg.LoadTrace {
-		ic.KeySize = max(ic.KeySize, len(op.Key))
-	}
-	for _, op := range r.cfg.RunTrace {
-		ic.KeySize = max(ic.KeySize, len(op.Key))
-	}
+	ic := r.cfg.indexConfig()
+	ic.Name = r.name
 	var err error
 	r.pool.Go(func() {
 		for i := range r.cfg.ComputeNodes {
@@ -528,7 +547,7 @@ func (r *runner) client(ctx context.Context, ix smart.Index, hs *histSet, s sour
 		if err != nil {
 			c.errors++
 			if c.err == nil {
-				c.err = fmt.Errorf("%v %q: %w", op.Kind, op.Key, err)
+				c.err = fmt.Errorf("%v %s: %w", op.Kind, quoteKey(op.Key), err)
 			}
 			if abort {
 				break

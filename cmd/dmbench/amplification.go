@@ -10,7 +10,7 @@ import (
 	"github.com/dmindex/dmindex/ycsb"
 )
 
-// paperAmplification is Table 4.1 of the SMART chapter (96-byte objects,
+// paperAmplification is Table 4.1 of the SMART paper (96-byte objects,
 // internal nodes cached): SMART's leaves are ART's.
 var paperAmplification = map[string][2]float64{"smart": {1.10, 1.10}, "sherman": {33.0, 1.01}}
 
@@ -51,11 +51,15 @@ func amplificationCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
+	idx, err := names("indexes", *idxList)
+	if err != nil {
+		return err
+	}
 	reads := ycsb.Workload{Name: "read-only", Read: 1, Distribution: ycsb.DistUniform}
 	writes := ycsb.Workload{Name: "update-only", Update: 1, Distribution: ycsb.DistUniform}
 	var cfgs []ycsb.Config
 	var total int64
-	for _, name := range names(*idxList) {
+	for _, name := range idx {
 		for _, w := range []ycsb.Workload{reads, writes} {
 			cfg, err := o.config(name, w, *clients)
 			if err != nil {
@@ -64,6 +68,9 @@ func amplificationCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 			cfgs = append(cfgs, cfg)
 			total += phaseOps(cfg)
 		}
+	}
+	if err := o.checkTotalRuntime(cfgs); err != nil {
+		return err
 	}
 	bar := newProgress(stderr, total)
 	var rows []amplification

@@ -13,8 +13,10 @@ import (
 )
 
 // paperRatios are SMART's throughput over Sherman's on YCSB with integer
-// keys, as the SMART chapter states them for Figure 4.10 (LOAD is 100%
-// insert, which is this tool's "load" and "la").
+// keys, as the SMART paper states them for Figure 4.10 (LOAD is 100%
+// insert, which is this tool's "load" and "la"). Figure and table numbers
+// are those of the paper as Chapter 4 of Jiacheng Shen's thesis (CUHK,
+// 2024); docs/results/README.md cites both.
 var paperRatios = map[string]float64{"load": 1.6, "la": 1.6, "a": 6.1, "b": 2.4, "c": 2.8, "d": 2.4}
 
 // comparison is the content of results.json.
@@ -50,11 +52,11 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	idx := names(*idxList)
-	if len(idx) == 0 {
-		return fmt.Errorf("--indexes is empty")
+	idx, err := names("indexes", *idxList)
+	if err != nil {
+		return err
 	}
-	ws, err := workloads(*wlList)
+	ws, err := workloads("workloads", *wlList)
 	if err != nil {
 		return err
 	}
@@ -75,6 +77,9 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				total += phaseOps(cfg)
 			}
 		}
+	}
+	if err := o.checkTotalRuntime(cfgs); err != nil {
+		return err
 	}
 	bar := newProgress(stderr, total)
 	cmp := comparison{Command: append([]string{"dmbench", "compare"}, args...)}
@@ -98,9 +103,35 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(cmp)
+		err = enc.Encode(cmp)
+	} else {
+		err = cmp.writeTable(stdout)
 	}
-	return cmp.writeTable(stdout)
+	if err != nil {
+		return err
+	}
+	return failedOps(cmp.Results)
+}
+
+// failedOps returns an error naming the runs whose operations failed and
+// the first failure, or nil: the results are printed either way, but a
+// command whose runs had errors exits non-zero, as "dmbench run" does.
+func failedOps(results []*ycsb.Result) error {
+	var first *ycsb.Result
+	failed := 0
+	for _, r := range results {
+		if r.Errors > 0 {
+			failed++
+			if first == nil {
+				first = r
+			}
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return fmt.Errorf("operations failed in %d of %d runs; first: %s on %s with %d×%d clients: %d of %d operations failed, the first with: %s",
+		failed, len(results), first.Index, first.Workload, first.CNs, first.Clients, first.Errors, first.Ops, first.FirstError)
 }
 
 // peakRatios compares the first index with each other one on every

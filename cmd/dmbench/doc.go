@@ -23,8 +23,19 @@
 // (or N-: N% insert, the rest reads, latest), --keys int|email, --records
 // N, --ops N, --value-size B, --mns M, --cns C, --clients K (per compute
 // node), --cache-mb X (per compute node), --mode sim|local, --nic cx6,
-// --ordering inorder|strict, --zipf θ, --seed S. In sim mode the same
-// flags give the same output, byte for byte.
+// --ordering inorder|strict (sim only), --zipf θ (0 < θ < 1), --seed S,
+// --max-runtime D. In sim mode the same flags give the same output, byte
+// for byte.
+//
+// Every run is checked before anything is allocated (ycsb.Config.Validate):
+// a value or key longer than the index stores, memory nodes larger than the
+// machine's physical memory, records that do not fit in --mn-mb, a run whose
+// estimated memory (records on the memory nodes, per compute node the cache,
+// RDWC or lock tables and histograms, per client its buffers) exceeds the
+// available memory, and runs whose minimum runtime exceeds --max-runtime
+// (24h by default) fail with the estimate and the limit. A command whose
+// operations failed prints its results and exits with status 1, naming the
+// first failure; a flag error exits with status 2.
 //
 // `dmbench run --json` prints one object with the fields of ycsb.Result:
 // index, workload, mode, records, ops, mns, cns, clients (per compute

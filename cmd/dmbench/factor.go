@@ -49,7 +49,7 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	ws, err := workloads(*wlList)
+	ws, err := workloads("workloads", *wlList)
 	if err != nil {
 		return err
 	}
@@ -79,6 +79,9 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			total += phaseOps(cfg)
 		}
 	}
+	if err := o.checkTotalRuntime(cfgs); err != nil {
+		return err
+	}
 	bar := newProgress(stderr, total)
 	var results []*ycsb.Result
 	for _, cfg := range cfgs {
@@ -100,9 +103,14 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(results)
+		err = enc.Encode(results)
+	} else {
+		err = writeFactorTable(stdout, results)
 	}
-	return writeFactorTable(stdout, results)
+	if err != nil {
+		return err
+	}
+	return failedOps(results)
 }
 
 // writeFactorTable prints one row per configuration and workload with the

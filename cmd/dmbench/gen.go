@@ -22,10 +22,13 @@ func genCmd(args []string, stdout, stderr io.Writer) error {
 	keysFlag := fs.String("keys", "int", "key type: int or email")
 	records := fs.Uint64("records", 100_000, "records of the load file")
 	ops := fs.Uint64("ops", 100_000, "operations of the transaction file")
-	zipf := fs.Float64("zipf", ycsb.DefaultZipfTheta, "Zipfian constant θ")
+	zipf := fs.Float64("zipf", ycsb.DefaultZipfTheta, "Zipfian constant θ, 0 < θ < 1")
 	seed := fs.Uint64("seed", 1, "seed of the transaction stream")
 	out := fs.String("out", ".", "directory to write the files to")
 	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := checkZipf(*zipf); err != nil {
 		return err
 	}
 	w, err := ycsb.Preset(*workload)

@@ -5,32 +5,40 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/sherman"
 	"github.com/dmindex/dmindex/smart"
 	"github.com/dmindex/dmindex/ycsb"
 )
 
-// indexes maps the names accepted by --index and --indexes to constructors
-// of Openers. Each run gets a fresh Opener from its constructor. Tests add
-// an in-memory index here.
-var indexes = map[string]func() ycsb.Opener{
-	"smart":   func() ycsb.Opener { return smartOpener(smart.Options{}) },
-	"sherman": func() ycsb.Opener { return shermanOpener },
+// index is an index dmbench can run: a constructor of Openers (each run
+// gets a fresh one) and its memory footprint for the run's estimate (nil:
+// unknown).
+type index struct {
+	open      func() ycsb.Opener
+	footprint func(ycsb.IndexConfig) ycsb.Footprint
 }
 
-// opener returns a fresh Opener of the named index.
-func opener(name string) (ycsb.Opener, error) {
-	mk, ok := indexes[name]
+// indexes maps the names accepted by --index and --indexes to indexes.
+// Tests add in-memory indexes here.
+var indexes = map[string]index{
+	"smart":   {open: func() ycsb.Opener { return smartOpener(smart.Options{}) }, footprint: smartFootprint},
+	"sherman": {open: func() ycsb.Opener { return shermanOpener }, footprint: shermanFootprint},
+}
+
+// lookup returns the named index.
+func lookup(name string) (index, error) {
+	ix, ok := indexes[name]
 	if !ok {
 		names := make([]string, 0, len(indexes))
 		for n := range indexes {
 			names = append(names, n)
 		}
 		slices.Sort(names)
-		return nil, fmt.Errorf("unknown index %q (want %s)", name, strings.Join(names, " or "))
+		return index{}, fmt.Errorf("unknown index %q (want %s)", name, strings.Join(names, " or "))
 	}
-	return mk(), nil
+	return ix, nil
 }
 
 // smartOpener opens SMART trees with the switches of o (Figure 4.14's
@@ -45,6 +53,24 @@ func smartOpener(o smart.Options) ycsb.Opener {
 	}
 }
 
+// smartFootprint is SMART's memory use, fitted to measurements: loading
+// 200,000 records into a tree (8-byte and 32-byte keys, values of 8 to
+// 4096 bytes) took 419–881 bytes per record on the memory nodes and 31–66
+// bytes per record of cache. A compute node holds the RDWC table; a client
+// its session (node and slot buffers, about 8 KiB) and buffers of a leaf,
+// a staged image and a combined value.
+func smartFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
+	k, v := int64(cfg.KeySize), int64(cfg.ValueSize)
+	return ycsb.Footprint{
+		MaxKeySize: smart.MaxKeyLen, MaxValueSize: smart.MaxValueLen,
+		RecordBytes:         300 + 16*k + v*4/3,
+		CacheBytes:          max(cfg.CacheBytes, 0),
+		CacheBytesPerRecord: 16 + 2*k,
+		ComputeNodeBytes:    rdwc.DefaultSlots*16 + 64<<10,
+		ClientBytes:         8<<10 + 3*v,
+	}
+}
+
 // shermanOpener opens Sherman with the paper's configuration (span 32) and
 // entries sized for the run's keys and values.
 func shermanOpener(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (smart.Index, error) {
@@ -55,6 +81,33 @@ func shermanOpener(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (smart.Index, e
 		return nil, err
 	}
 	return shermanIndex{t}, nil
+}
+
+// shermanFootprint is Sherman's memory use with span 32: leaves hold
+// entries of 8 bytes plus the padded key and value and are about two
+// thirds full after a random load (measured: 42 bytes per record for 8-byte
+// keys and values, 6292 for 4096-byte values); the cache holds level-1
+// pages, one per about 430 records. A compute node holds the local lock
+// table (32768 entries of about 40 bytes per memory node, one per global
+// lock word of the on-chip region); a client three page buffers.
+func shermanFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
+	const span = sherman.DefaultSpan
+	pad := func(n int) int64 { return int64(n+7) &^ 7 }
+	k, v := pad(cfg.KeySize), pad(cfg.ValueSize)
+	leaf := 64 + 2*k + span*(8+k+v)
+	inner := 64 + 2*k + span*(16+k)
+	cache := cfg.CacheBytes
+	if cache == 0 {
+		cache = sherman.DefaultCacheBytes
+	}
+	return ycsb.Footprint{
+		MaxKeySize: sherman.MaxKeySize, MaxValueSize: sherman.MaxValueSize,
+		RecordBytes:         (8+k+v)*8/5 + 4,
+		CacheBytes:          max(cache, 0),
+		CacheBytesPerRecord: 16 + inner/430,
+		ComputeNodeBytes:    int64(cfg.MemoryNodes)*(remote.DefaultOnChipBytes/8)*40 + 64<<10,
+		ClientBytes:         4<<10 + 3*max(leaf, inner),
+	}
 }
 
 // shermanIndex reports Sherman's index-cache counters as a

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 )
 
 const usage = `dmbench benchmarks range indexes on disaggregated memory with YCSB.
@@ -34,8 +35,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err := dmbench(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var usage usageError
 	switch {
 	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &usage):
+		os.Exit(2) // the flag set printed the error and the usage text
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "dmbench:", err)
 		os.Exit(1)
@@ -64,6 +68,11 @@ func dmbench(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
+	}
+	if strings.HasPrefix(cmd, "-") {
+		flags := strings.Join(args, " ")
+		return fmt.Errorf("flags need a command (the default comparison takes none): "+
+			"run \"dmbench run %s\" for one run or \"dmbench compare %s\" for a comparison", flags, flags)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", cmd)

@@ -17,8 +17,8 @@ import (
 func init() {
 	// In-memory indexes, so that the commands are tested without the real
 	// ones (TestDefaultComparison runs those).
-	indexes["mem"] = ycsbtest.NewOpener
-	indexes["mem2"] = ycsbtest.NewOpener
+	indexes["mem"] = index{open: ycsbtest.NewOpener}
+	indexes["mem2"] = index{open: ycsbtest.NewOpener}
 }
 
 // small are flags that keep a run to a few milliseconds.
@@ -209,7 +209,7 @@ func TestFactor(t *testing.T) {
 	smartWith = func(smart.Options) ycsb.Opener { return ycsbtest.NewOpener() }
 	defer func() { smartWith = smartOpener }()
 	saved := indexes["sherman"]
-	indexes["sherman"] = ycsbtest.NewOpener
+	indexes["sherman"] = index{open: ycsbtest.NewOpener}
 	defer func() { indexes["sherman"] = saved }()
 	dir := t.TempDir()
 	out := mustExec(t, append([]string{"factor", "--workloads", "a,c", "--out", dir}, small...)...)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +37,7 @@ type options struct {
 	ordering  string
 	zipf      float64
 	seed      uint64
+	maxTime   time.Duration
 }
 
 // defaultOptions are the defaults of run and compare: a few seconds of
@@ -43,9 +46,17 @@ func defaultOptions() options {
 	return options{
 		keys: "int", records: 100_000, ops: 100_000, valueSize: ycsb.DefaultValueSize,
 		mns: 2, cns: 4, cacheMB: 64, mode: "sim", nic: "cx6", ordering: "inorder",
-		zipf: ycsb.DefaultZipfTheta, seed: 1,
+		zipf: ycsb.DefaultZipfTheta, seed: 1, maxTime: ycsb.DefaultMaxRuntime,
 	}
 }
+
+// memoryLimit is the ycsb.Config.MemoryLimit of every run: 0, the
+// machine's memory (a variable so that tests can fix it).
+var memoryLimit int64
+
+// maxMB bounds the MiB flags, so that their byte counts fit in an int64
+// (and far exceed any machine: the checks against memory then apply).
+const maxMB = 1 << 40
 
 func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.keys, "keys", o.keys, "key type: int (8-byte big-endian) or email (at most 32 bytes)")
@@ -64,22 +75,53 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.provider, "provider", "", "--mode fabric: libfabric provider, verbs or sockets (default: the memory nodes')")
 	fs.StringVar(&o.nic, "nic", o.nic, "simulated RNIC profile: cx6")
 	fs.StringVar(&o.ordering, "ordering", o.ordering, "simulated byte ordering of READ and WRITE: inorder or strict")
-	fs.Float64Var(&o.zipf, "zipf", o.zipf, "Zipfian constant θ of zipfian and latest request distributions")
+	fs.Float64Var(&o.zipf, "zipf", o.zipf, "Zipfian constant θ of zipfian and latest request distributions, 0 < θ < 1")
 	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of workloads, values and simulator")
+	fs.DurationVar(&o.maxTime, "max-runtime", o.maxTime, "refuse runs whose estimated minimum runtime exceeds this (0: no limit)")
+}
+
+// check validates the flags that do not depend on the index or workload.
+func (o *options) check() error {
+	switch {
+	case o.records < 0 || o.ops < 0:
+		return fmt.Errorf("--records and --ops must not be negative")
+	case o.valueSize < 1:
+		return fmt.Errorf("--value-size must be at least 1")
+	case o.mns < 1 || o.cns < 1:
+		return fmt.Errorf("--mns and --cns must be at least 1")
+	case o.mnMB < 0 || o.mnMB > maxMB:
+		return fmt.Errorf("--mn-mb %d: want 0 (enough for the run) up to %d", o.mnMB, int64(maxMB))
+	case !(o.cacheMB >= 0 && o.cacheMB <= maxMB): // also rejects NaN
+		return fmt.Errorf("--cache-mb %v: want 0 (no cache) up to %d", o.cacheMB, int64(maxMB))
+	case o.mode == "local" && o.ordering == "strict":
+		return fmt.Errorf("--ordering %s applies to --mode sim only: local mode runs on real memory", o.ordering)
+	case o.maxTime < 0:
+		return fmt.Errorf("--max-runtime must not be negative (0: no limit)")
+	}
+	return checkZipf(o.zipf)
+}
+
+// checkZipf validates a --zipf value: YCSB's Zipfian constant, 0 < θ < 1
+// (the range of Gray et al.'s generator that YCSB uses; YCSB's default is
+// 0.99).
+func checkZipf(theta float64) error {
+	if !(theta > 0 && theta < 1) {
+		return fmt.Errorf("--zipf %v: want 0 < θ < 1 (default %v)", theta, ycsb.DefaultZipfTheta)
+	}
+	return nil
 }
 
 // config returns the run of index on workload w with clients clients per
 // compute node.
+//
+// The config is validated as ycsb.Run will validate it, so that a command
+// running many configurations fails before the first one starts.
 func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Config, error) {
-	switch {
-	case o.records < 0 || o.ops < 0:
-		return ycsb.Config{}, fmt.Errorf("--records and --ops must not be negative")
-	case o.valueSize < 1:
-		return ycsb.Config{}, fmt.Errorf("--value-size must be at least 1")
-	case o.mns < 1 || o.cns < 1 || clients < 1:
-		return ycsb.Config{}, fmt.Errorf("--mns, --cns and --clients must be at least 1")
-	case o.mnMB < 0:
-		return ycsb.Config{}, fmt.Errorf("--mn-mb must not be negative")
+	if err := o.check(); err != nil {
+		return ycsb.Config{}, err
+	}
+	if clients < 1 {
+		return ycsb.Config{}, fmt.Errorf("--clients must be at least 1")
 	}
 	keys, err := ycsb.ParseKeyType(o.keys)
 	if err != nil {
@@ -100,7 +142,7 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 	if err := o.checkTransport(mode); err != nil {
 		return ycsb.Config{}, err
 	}
-	open, err := opener(index)
+	ix, err := lookup(index)
 	if err != nil {
 		return ycsb.Config{}, err
 	}
@@ -112,16 +154,57 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 	if cache <= 0 {
 		cache = -1 // no cache
 	}
+	maxTime := o.maxTime
+	if maxTime == 0 {
+		maxTime = -1 // no limit
+	}
 	w.ZipfTheta = o.zipf
-	return ycsb.Config{
-		Index: index, Open: open, CacheBytes: cache,
+	cfg := ycsb.Config{
+		Index: index, Open: ix.open(), Footprint: ix.footprint, CacheBytes: cache,
 		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, ValueSize: o.valueSize,
 		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, NodeBytes: o.mnMB << 20,
 		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
 		Shm:    remote.ShmConfig{Dir: o.shmDir},
 		TCP:    remote.TCPConfig{MemoryNodes: o.memnodeList(), Token: o.token},
 		Fabric: remote.FabricConfig{MemoryNodes: o.memnodeList(), Token: o.token, Provider: o.provider},
-	}, nil
+		MaxRuntime: maxTime, MemoryLimit: memoryLimit,
+	}
+	return cfg, withHint(cfg.Validate())
+}
+
+// withHint adds to an error of ycsb's checks the flags that change the
+// outcome.
+func withHint(err error) error {
+	switch {
+	case errors.Is(err, ycsb.ErrTooLarge):
+		return fmt.Errorf("%w; lower --records, --ops, --value-size, --cns, --clients or --mn-mb", err)
+	case errors.Is(err, ycsb.ErrTooLong):
+		return fmt.Errorf("%w; lower --records or --ops, or raise --max-runtime", err)
+	case errors.Is(err, remote.ErrOutOfMemory):
+		return fmt.Errorf("%w; raise --mn-mb, or omit it to size the memory nodes for the run", err)
+	}
+	return err
+}
+
+// checkTotalRuntime fails if the runs of cfgs together exceed --max-runtime
+// (each one alone was checked by config).
+func (o *options) checkTotalRuntime(cfgs []ycsb.Config) error {
+	if o.maxTime == 0 {
+		return nil
+	}
+	var total time.Duration
+	for _, cfg := range cfgs {
+		est, err := cfg.Estimate()
+		if err != nil {
+			return err
+		}
+		total += est.MinRuntime
+	}
+	if total > o.maxTime {
+		return fmt.Errorf("%w: the %d runs take at least %v together, more than --max-runtime %v",
+			ycsb.ErrTooLong, len(cfgs), total.Round(time.Minute), o.maxTime)
+	}
+	return nil
 }
 
 // checkTransport refuses transport flags that the mode does not use and
@@ -151,11 +234,16 @@ func (o *options) memnodeList() []string {
 	return strings.Split(o.memnodes, ",")
 }
 
-// workloads parses a comma-separated list of workload names.
-func workloads(list string) ([]ycsb.Workload, error) {
+// workloads parses the comma-separated list of workload names of flag
+// flagName.
+func workloads(flagName, list string) ([]ycsb.Workload, error) {
+	ns, err := names(flagName, list)
+	if err != nil {
+		return nil, err
+	}
 	var ws []ycsb.Workload
-	for name := range strings.SplitSeq(list, ",") {
-		w, err := ycsb.Preset(strings.TrimSpace(name))
+	for _, name := range ns {
+		w, err := ycsb.Preset(name)
 		if err != nil {
 			return nil, err
 		}
@@ -164,31 +252,43 @@ func workloads(list string) ([]ycsb.Workload, error) {
 	return ws, nil
 }
 
-// names parses a comma-separated list of names.
-func names(list string) []string {
+// names parses the comma-separated list of names of flag flagName: at
+// least one, none twice.
+func names(flagName, list string) ([]string, error) {
 	var out []string
 	for n := range strings.SplitSeq(list, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			out = append(out, n)
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "":
+			continue
+		case slices.Contains(out, n):
+			return nil, fmt.Errorf("--%s lists %q twice", flagName, n)
 		}
+		out = append(out, n)
 	}
-	return out
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--%s is empty", flagName)
+	}
+	return out, nil
 }
 
-// counts parses a comma-separated list of positive integers.
+// counts parses the comma-separated list of distinct positive integers of
+// flag flagName.
 func counts(flagName, list string) ([]int, error) {
 	var out []int
 	for s := range strings.SplitSeq(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
+		switch {
+		case err != nil || n < 1:
 			return nil, fmt.Errorf("--%s: %q is not a positive integer", flagName, s)
+		case slices.Contains(out, n):
+			return nil, fmt.Errorf("--%s lists %d twice", flagName, n)
 		}
 		out = append(out, n)
 	}
 	return out, nil
 }
 
-// parse parses args into fs; flag errors are reported on stderr by fs.
 // newFlagSet returns the flag set of subcommand name, whose usage text is
 // the synopsis followed by about and the flags.
 func newFlagSet(name, about string) *flag.FlagSet {
@@ -200,10 +300,21 @@ func newFlagSet(name, about string) *flag.FlagSet {
 	return fs
 }
 
+// usageError is a flag error that the flag set already printed on stderr,
+// with the usage text: main only sets the exit status.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// parse parses args into fs. A flag error is printed on stderr by fs and
+// returned as a usageError; -h returns flag.ErrHelp.
 func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))

@@ -50,7 +50,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	res, err := ycsb.Run(ctx, cfg)
 	bar.finish()
 	if err != nil {
-		return err
+		return withHint(err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/smart"
+	"github.com/dmindex/dmindex/ycsb"
+)
+
+// reject runs dmbench with a cancelled context (so that a run the checks
+// let through by mistake stops at once) and returns its error.
+func reject(t *testing.T, args ...string) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	return dmbench(ctx, args, &out, &errOut)
+}
+
+// Inputs that cannot fit fail before anything is allocated, naming the
+// estimate and the limit (issue 10, item 1).
+func TestRejectsRunsThatDoNotFit(t *testing.T) {
+	defer func(saved int64) { memoryLimit = saved }(memoryLimit)
+	memoryLimit = 16 << 30 // the machine of these tests
+	for _, c := range []struct {
+		args   []string
+		want   error
+		phrase string
+	}{
+		{[]string{"run", "--mn-mb", "100000000"}, ycsb.ErrTooLarge, "memory nodes of 2 × 95.4 TiB = 190.7 TiB exceed the 16.0 GiB of physical memory"},
+		{[]string{"run", "--mn-mb", "1e15"}, nil, `invalid value "1e15" for flag -mn-mb`},
+		{[]string{"run", "--mn-mb", "9000000000000"}, nil, "--mn-mb 9000000000000: want 0 (enough for the run) up to"},
+		{[]string{"run", "--value-size", "1099511627776", "--records", "10", "--ops", "10"}, smart.ErrValueTooLarge, "smart stores at most 65536"},
+		{[]string{"run", "--index", "sherman", "--value-size", "5000"}, smart.ErrValueTooLarge, "sherman stores at most 4096"},
+		{[]string{"run", "--index", "mem", "--value-size", "1099511627776"}, ycsb.ErrTooLarge, "32 clients × 4.0 TiB"},
+		{[]string{"run", "--records", "10000000000"}, ycsb.ErrTooLarge, "4.0 TiB of records on the memory nodes for 10000000000 records"},
+		{[]string{"run", "--cns", "1000", "--clients", "1000"}, ycsb.ErrTooLarge, "1000000 clients × 36.1 KiB), more than the 16.0 GiB"},
+		{[]string{"run", "--index", "sherman", "--cns", "1000", "--clients", "1000"}, ycsb.ErrTooLarge, "1000 compute nodes × "},
+		{[]string{"run", "--ops", "100000000000"}, ycsb.ErrTooLong, "more than the limit of 24h0m0s; lower --records or --ops, or raise --max-runtime"},
+		{[]string{"compare", "--workloads", "a,c", "--ops", "20000000000"}, ycsb.ErrTooLong, "the 12 runs take at least"},
+		{[]string{"factor", "--ops", "10000000000"}, ycsb.ErrTooLong, "the 28 runs take at least"},
+		{[]string{"amplification", "--ops", "30000000000"}, ycsb.ErrTooLong, "the 4 runs take at least"},
+		{[]string{"run", "--index", "mem", "--mn-mb", "32", "--records", "100000000"}, remote.ErrOutOfMemory, "raise --mn-mb"},
+	} {
+		err := reject(t, c.args...)
+		if err == nil || c.want != nil && !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.phrase) {
+			t.Errorf("dmbench %s: %v, want %v naming %q", strings.Join(c.args, " "), err, c.want, c.phrase)
+		}
+	}
+}
+
+// Flags that used to be accepted silently (issue 10, item 4).
+func TestRejectsBadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		phrase string
+	}{
+		{[]string{"run", "--cache-mb", "-1"}, "--cache-mb -1: want 0 (no cache) up to"},
+		{[]string{"run", "--cache-mb", "NaN"}, "--cache-mb NaN"},
+		{[]string{"run", "--ordering", "strict", "--mode", "local"}, "--ordering strict applies to --mode sim only"},
+		{[]string{"compare", "--indexes", "smart,smart"}, `--indexes lists "smart" twice`},
+		{[]string{"compare", "--indexes", " , "}, "--indexes is empty"},
+		{[]string{"compare", "--workloads", "a,c,a"}, `--workloads lists "a" twice`},
+		{[]string{"compare", "--clients", "4,16,4"}, "--clients lists 4 twice"},
+		{[]string{"amplification", "--indexes", "mem,mem"}, `--indexes lists "mem" twice`},
+		{[]string{"factor", "--workloads", "c,c"}, `--workloads lists "c" twice`},
+		{[]string{"run", "--zipf", "5"}, "--zipf 5: want 0 < θ < 1"},
+		{[]string{"run", "--zipf", "1"}, "--zipf 1: want 0 < θ < 1"},
+		{[]string{"run", "--zipf", "0"}, "--zipf 0: want 0 < θ < 1"},
+		{[]string{"compare", "--zipf", "-0.5"}, "--zipf -0.5: want 0 < θ < 1"},
+		{[]string{"gen", "--zipf", "5"}, "--zipf 5: want 0 < θ < 1"},
+		{[]string{"run", "--max-runtime", "-1s"}, "--max-runtime must not be negative"},
+		{[]string{"--ops", "5"}, `run "dmbench run --ops 5" for one run or "dmbench compare --ops 5" for a comparison`},
+		{[]string{"--indexes", "smart", "--clients", "4"}, `"dmbench compare --indexes smart --clients 4"`},
+	} {
+		err := reject(t, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.phrase) {
+			t.Errorf("dmbench %s: %v, want an error naming %q", strings.Join(c.args, " "), err, c.phrase)
+		}
+	}
+}
+
+// A flag error is printed once, by the flag set with the usage text; main
+// only sets the exit status (issue 10, item 3).
+func TestFlagErrorsPrintedOnce(t *testing.T) {
+	for _, args := range [][]string{{"run", "--nosuchflag"}, {"compare", "--records", "x"}, {"gen", "-zipf"}} {
+		var out, errOut bytes.Buffer
+		err := dmbench(context.Background(), args, &out, &errOut)
+		var usage usageError
+		if !errors.As(err, &usage) {
+			t.Errorf("dmbench %v: %v, want a usageError", args, err)
+			continue
+		}
+		if n := strings.Count(errOut.String(), err.Error()); n != 1 {
+			t.Errorf("dmbench %v printed %q %d times:\n%s", args, err, n, errOut.String())
+		}
+		if !strings.Contains(errOut.String(), "usage: dmbench "+args[0]) {
+			t.Errorf("dmbench %v: no usage text:\n%s", args, errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := dmbench(context.Background(), []string{"run", "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("dmbench run -h: %v, want flag.ErrHelp", err)
+	}
+}

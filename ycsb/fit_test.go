@@ -1,0 +1,155 @@
+package ycsb_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/smart"
+	"github.com/dmindex/dmindex/ycsb"
+)
+
+// limited is a footprint of an index storing keys up to 16 bytes and
+// values up to 100 bytes, 100 bytes per record.
+func limited(ycsb.IndexConfig) ycsb.Footprint {
+	return ycsb.Footprint{MaxKeySize: 16, MaxValueSize: 100, RecordBytes: 100}
+}
+
+func TestValidateRejects(t *testing.T) {
+	long := []ycsb.Op{{Kind: ycsb.OpInsert, Key: make([]byte, 17)}}
+	for _, c := range []struct {
+		name   string
+		edit   func(*ycsb.Config)
+		want   error
+		phrase string // the error names the estimate, the limit or the cause
+	}{
+		{"value above the index's limit", func(c *ycsb.Config) { c.Footprint, c.ValueSize = limited, 101 },
+			smart.ErrValueTooLarge, "values of 101 bytes, mem stores at most 100"},
+		{"trace key above the index's limit", func(c *ycsb.Config) { c.Footprint, c.LoadTrace, c.RunTrace = limited, long, long },
+			smart.ErrKeyTooLong, "keys of 17 bytes, mem stores at most 16"},
+		{"records beyond the memory limit", func(c *ycsb.Config) { c.Records, c.NodeBytes, c.MemoryLimit = 10_000_000, 0, 64<<20 },
+			ycsb.ErrTooLarge, "more than the 64.0 MiB of available memory (the run's MemoryLimit)"},
+		{"memory nodes beyond the memory limit", func(c *ycsb.Config) { c.MemoryLimit = 100 << 20 },
+			ycsb.ErrTooLarge, "memory nodes of 2 × 64.0 MiB = 128.0 MiB exceed the 100.0 MiB of physical memory"},
+		{"huge values of an index without a footprint", func(c *ycsb.Config) { c.ValueSize, c.MemoryLimit = 1<<40, 1<<40 },
+			ycsb.ErrTooLarge, "6 clients × 4.0 TiB"},
+		{"many clients", func(c *ycsb.Config) { c.ComputeNodes, c.ClientsPerCN, c.MemoryLimit = 1000, 1000, 1<<34 },
+			ycsb.ErrTooLarge, "1000 compute nodes × 3.5 MiB, 1000000 clients × 20.0 KiB"},
+		{"records beyond the memory nodes", func(c *ycsb.Config) { c.Footprint, c.Records = limited, 2_000_000 },
+			remote.ErrOutOfMemory, "need about 190.7 MiB on the memory nodes, more than their 2 × 64.0 MiB"},
+		{"too many operations", func(c *ycsb.Config) { c.Ops, c.MaxRuntime = 10_000_000, time.Second },
+			ycsb.ErrTooLong, "its 10002000 operations take at least"},
+		{"more operations than a day allows", func(c *ycsb.Config) { c.Ops = 100_000_000_000 },
+			ycsb.ErrTooLong, "more than the limit of 24h0m0s"},
+	} {
+		cfg := config(t, "a", ycsb.ModeSim)
+		c.edit(&cfg)
+		err := cfg.Validate()
+		if !errors.Is(err, c.want) || !strings.Contains(fmtErr(err), c.phrase) {
+			t.Errorf("%s: Validate = %v, want %v naming %q", c.name, err, c.want, c.phrase)
+		}
+		if _, runErr := ycsb.Run(context.Background(), cfg); fmtErr(runErr) != fmtErr(err) {
+			t.Errorf("%s: Run = %v, Validate = %v", c.name, runErr, err)
+		}
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+func TestValidateAccepts(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(*ycsb.Config)
+	}{
+		{"the test config", func(*ycsb.Config) {}},
+		{"within the index's limits", func(c *ycsb.Config) { c.Footprint, c.ValueSize = limited, 100 }},
+		{"memory checks disabled", func(c *ycsb.Config) { c.Records, c.NodeBytes, c.MemoryLimit, c.MaxRuntime = 1<<40, 0, -1, -1 }},
+		{"runtime check disabled", func(c *ycsb.Config) { c.Ops, c.MaxRuntime = 1<<40, -1 }},
+		{"memory nodes sized for the run", func(c *ycsb.Config) { c.Footprint, c.Records, c.NodeBytes = limited, 1_000_000, 0 }},
+	} {
+		cfg := config(t, "a", ycsb.ModeSim)
+		c.edit(&cfg)
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
+// Run rejects a run that does not fit before it allocates the pool or opens
+// an index.
+func TestRunRejectsBeforeAllocating(t *testing.T) {
+	cfg := config(t, "a", ycsb.ModeSim)
+	cfg.Records, cfg.NodeBytes, cfg.ValueSize = 10_000_000_000, 0, 1<<20
+	opened := false
+	cfg.Open = func(*remote.ComputeNode, ycsb.IndexConfig) (smart.Index, error) {
+		opened = true
+		return nil, errors.New("unreachable")
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := ycsb.Run(context.Background(), cfg)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ycsb.ErrTooLarge) || opened {
+		t.Fatalf("Run = %v (opened an index: %v), want ErrTooLarge before opening", err, opened)
+	}
+	if d := after.TotalAlloc - before.TotalAlloc; d > 1<<20 {
+		t.Errorf("Run allocated %d bytes before rejecting the run", d)
+	}
+}
+
+func TestEstimate(t *testing.T) {
+	base := config(t, "d", ycsb.ModeSim) // 5% inserts
+	base.Footprint = func(ycsb.IndexConfig) ycsb.Footprint {
+		return ycsb.Footprint{RecordBytes: 100, CacheBytes: 1 << 20, CacheBytesPerRecord: 1000, ComputeNodeBytes: 5000, ClientBytes: 300}
+	}
+	est := estimate(t, base)
+	if want := base.Records + base.Ops/20; est.Records != want {
+		t.Errorf("Records = %d, want %d loaded and inserted", est.Records, want)
+	}
+	if want := est.Records * 100; est.RemoteBytes != want {
+		t.Errorf("RemoteBytes = %d, want %d", est.RemoteBytes, want)
+	}
+	// The cache (1 MiB budget < records × 1000 B) and the index's state
+	// count per compute node, the client's state per client, all with the
+	// collector's headroom: doubling nodes and clients adds exactly their
+	// shares.
+	more := base
+	more.ComputeNodes, more.ClientsPerCN = 2*base.ComputeNodes, 2*base.ClientsPerCN
+	est2 := estimate(t, more)
+	cns, clients := int64(base.ComputeNodes), int64(base.ComputeNodes*base.ClientsPerCN)
+	if got, want := est2.Bytes-est.Bytes, cns*est.ComputeNodeBytes+3*clients*est.ClientBytes; got != want {
+		t.Errorf("doubling nodes and clients added %d bytes, want %d", got, want)
+	}
+	if est.ComputeNodeBytes < 2*(1<<20+5000) || est.ClientBytes < 2*(300+2*8) {
+		t.Errorf("compute node %d B, client %d B: less than twice the footprint's", est.ComputeNodeBytes, est.ClientBytes)
+	}
+	local := base
+	local.Mode = ycsb.ModeLocal
+	if e := estimate(t, local); e.MinRuntime > est.MinRuntime || est.MinRuntime <= 0 {
+		t.Errorf("MinRuntime: sim %v, local %v: want local (parallel) at most sim's, both positive", est.MinRuntime, e.MinRuntime)
+	}
+	huge := base
+	huge.Records, huge.Ops, huge.ValueSize, huge.ClientsPerCN = math.MaxInt64, math.MaxInt64, math.MaxInt, math.MaxInt32
+	if e := estimate(t, huge); e.Bytes != math.MaxInt64 || e.MinRuntime != math.MaxInt64 {
+		t.Errorf("absurd inputs: %+v, want saturated figures", e)
+	}
+}
+
+func estimate(t *testing.T, cfg ycsb.Config) ycsb.Estimate {
+	t.Helper()
+	est, err := cfg.Estimate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return est
+}
