@@ -155,7 +155,7 @@ type child struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	done   chan struct{} // closed when the process exited and its output was read
-	stderr lockedBuffer
+	stderr memnodetest.LockedBuffer
 
 	mu    sync.Mutex
 	acks  []uint64
@@ -240,7 +240,7 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	done   chan struct{}
-	stderr lockedBuffer
+	stderr memnodetest.LockedBuffer
 	lines  chan string
 	addr   string
 	ready  string
@@ -335,24 +335,6 @@ func environWithout(name string) []string {
 		}
 	}
 	return env
-}
-
-// lockedBuffer collects a process's output.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // newPool opens a pool closed at the end of the test.

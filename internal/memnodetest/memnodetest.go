@@ -48,7 +48,7 @@ type Node struct {
 	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *lockedBuffer
+	log  *LockedBuffer
 }
 
 var (
@@ -129,7 +129,7 @@ func (nd *Node) start(listen string) {
 	args[1] = listen
 	cmd := exec.Command(Binary(t, nd.opts.Tags), args...)
 	cmd.Env = append(os.Environ(), "FI_SOCKETS_PE_WAITTIME=0")
-	nd.log = &lockedBuffer{}
+	nd.log = &LockedBuffer{}
 	cmd.Stderr = nd.log
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -208,19 +208,21 @@ func (nd *Node) Restart(kill bool) {
 // Log returns what the process wrote to standard error.
 func (nd *Node) Log() string { return nd.log.String() }
 
-// lockedBuffer collects a process's standard error.
-type lockedBuffer struct {
+// LockedBuffer collects a process's output; it is safe for concurrent use.
+type LockedBuffer struct {
 	mu sync.Mutex
 	b  strings.Builder
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (l *LockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+// String returns what was written so far.
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
