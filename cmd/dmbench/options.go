@@ -164,9 +164,9 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, ValueSize: o.valueSize,
 		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, NodeBytes: o.mnMB << 20,
 		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
-		Shm:    remote.ShmConfig{Dir: o.shmDir},
-		TCP:    remote.TCPConfig{MemoryNodes: o.memnodeList(), Token: o.token},
-		Fabric: remote.FabricConfig{MemoryNodes: o.memnodeList(), Token: o.token, Provider: o.provider},
+		Shm:        remote.ShmConfig{Dir: o.shmDir},
+		TCP:        remote.TCPConfig{MemoryNodes: o.memnodeList(), Token: o.token},
+		Fabric:     remote.FabricConfig{MemoryNodes: o.memnodeList(), Token: o.token, Provider: o.provider},
 		MaxRuntime: maxTime, MemoryLimit: memoryLimit,
 	}
 	return cfg, withHint(cfg.Validate())
