@@ -834,9 +834,10 @@ func TestTCPNodePositions(t *testing.T) {
 }
 
 // TestServerConfig checks NewServer's contract: Token is required; a File
-// is created when missing and keeps its contents across servers; a file
-// that is not a memory node, or has another size than Bytes asks, is
-// refused with ErrBadNode and left untouched.
+// is created when missing and keeps its contents across servers, also when
+// reopened with sizes 0 (which accept the file's); a file that is not a
+// memory node, or has another size than Bytes asks, is refused with
+// ErrBadNode and left untouched.
 func TestServerConfig(t *testing.T) {
 	if s, err := remote.NewServer(remote.ServerConfig{Bytes: advMain}); err == nil {
 		s.Close()
@@ -883,21 +884,6 @@ func TestServerConfig(t *testing.T) {
 		t.Error("a refused server modified the file")
 	}
 
-	ts2 := startServer(t, remote.ServerConfig{File: file})
-	if m, _ := ts2.srv.Bytes(); m != advMain {
-		t.Errorf("server on an existing file with Bytes 0: main region of %d bytes, want the file's %d", m, advMain)
-	}
-	p2 := tcpPool(t, ts2.addr)
-	c2 := p2.NewComputeNode().NewClient()
-	y, err := c2.Named(ctx, "kept", 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 8)
-	if err := c2.Read(ctx, y, got); err != nil || y != x || string(got) != "kept!!!!" {
-		t.Fatalf("after a restart on the file: %v at %v (was %v): %q", err, y, x, got)
-	}
-
 	junk := filepath.Join(dir, "junk")
 	content := make([]byte, advMain)
 	for i := range content {
@@ -914,6 +900,31 @@ func TestServerConfig(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(junk); !slices.Equal(content, after) {
 		t.Error("a refused server modified a file that is not a memory node")
+	}
+	for _, reopen := range []struct {
+		name string
+		cfg  remote.ServerConfig
+	}{
+		{"same sizes", remote.ServerConfig{File: file, Bytes: advMain, OnChipBytes: advChip}},
+		{"on-chip size 0", remote.ServerConfig{File: file, Bytes: advMain}},
+		{"both sizes 0", remote.ServerConfig{File: file}},
+	} {
+		t.Run("reopen with "+reopen.name, func(t *testing.T) {
+			ts2 := startServer(t, reopen.cfg)
+			if m, c := ts2.srv.Bytes(); m != advMain || c != advChip {
+				t.Errorf("server on the existing file: regions of %d and %d bytes, want the file's %d and %d", m, c, advMain, advChip)
+			}
+			p2 := tcpPool(t, ts2.addr)
+			c2 := p2.NewComputeNode().NewClient()
+			y, err := c2.Named(ctx, "kept", 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 8)
+			if err := c2.Read(ctx, y, got); err != nil || y != x || string(got) != "kept!!!!" {
+				t.Fatalf("after a restart on the file: %v at %v (was %v): %q", err, y, x, got)
+			}
+		})
 	}
 }
 
