@@ -1154,3 +1154,48 @@ func TestTCPClientPostOrder(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestTCPConfigErrors: TCP configurations that cannot work are refused by
+// NewPool with an error (ErrBadRequest for a malformed one, ErrUnavailable
+// for an address that cannot be reached), quickly and without a pool.
+func TestTCPConfigErrors(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	tcp := func(mod func(*remote.TCPConfig)) *remote.TCPConfig {
+		c := &remote.TCPConfig{MemoryNodes: []string{ts.addr}, Token: testToken, DialTimeout: time.Second, Timeout: time.Second}
+		mod(c)
+		return c
+	}
+	bad := []error{remote.ErrBadRequest}
+	cases := []struct {
+		name string
+		cfg  remote.Config
+		want []error
+	}{
+		{"no memory nodes", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.MemoryNodes = nil })}, bad},
+		{"MemoryNodes disagreeing with the list", remote.Config{MemoryNodes: 3, TCP: tcp(func(*remote.TCPConfig) {})}, bad},
+		{"token above 4096 bytes", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.Token = string(make([]byte, 4097)) })}, []error{remote.ErrBadRequest, remote.ErrAuth}},
+		{"TCP and Sim", remote.Config{Sim: &remote.SimConfig{}, TCP: tcp(func(*remote.TCPConfig) {})}, bad},
+		{"negative Conns", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.Conns = -1 })}, bad},
+		{"not an address", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.MemoryNodes = []string{"no port"} })}, []error{remote.ErrBadRequest, remote.ErrUnavailable}},
+		{"one good, one unreachable", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.MemoryNodes = append(c.MemoryNodes, "127.0.0.1:1") })}, []error{remote.ErrUnavailable}},
+	}
+	for _, tc := range cases {
+		start := time.Now()
+		p, err := remote.NewPool(tc.cfg)
+		if err == nil {
+			p.Close()
+			t.Errorf("%s: NewPool succeeded", tc.name)
+			continue
+		}
+		if !slices.ContainsFunc(tc.want, func(e error) bool { return errors.Is(err, e) }) {
+			t.Errorf("%s: %v, want one of %v", tc.name, err, tc.want)
+		}
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("%s: NewPool took %v", tc.name, d)
+		}
+	}
+	// The server is unharmed by the attempts.
+	if _, err := tcpPool(t, ts.addr).NewComputeNode().NewClient().Alloc(context.Background(), 8); err != nil {
+		t.Fatal(err)
+	}
+}
