@@ -1199,3 +1199,57 @@ func TestTCPConfigErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTCPForgedUnsignaled posts invalid batches unsignaled (no reply
+// asked): none of their verbs may execute, the valid ones before the
+// invalid one included, and the connection either goes on answering the
+// next signaled batch or is closed; it never answers that batch with
+// another id or with success for the unsignaled one.
+func TestTCPForgedUnsignaled(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	p := tcpPool(t, ts.addr)
+	k := newCanary(t, p)
+	a := k.off()
+	junk := []byte("HOSTILE!")
+	for _, tc := range []struct {
+		name  string
+		verbs []verb
+	}{
+		{"write then out of bounds", []verb{wrV(a, junk), rdV(advMain, 8)}},
+		{"CAS then misaligned FAA", []verb{casV(a, k.word(0), 1), faaV(a+3, 1)}},
+		{"FAA then memory-node bits", []verb{faaV(a+8, 1), wrV(1<<48|a, junk)}},
+		{"write then nil", []verb{wrV(a+16, junk), wrV(0, junk)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := authed(t, ts.addr)
+			r.mustSend(rawFrame(rawVersion, rawBatch, 0, 1000, batchPayload(tc.verbs...)))
+			r.mustSend(rawFrame(rawVersion, rawBatch, rawSignaled, 1001, batchPayload(rdV(a, 8))))
+			for {
+				f, err := r.read(5 * time.Second)
+				if err != nil {
+					if isTimeout(err) {
+						t.Fatal("no answer to the signaled batch after an invalid unsignaled one, and the connection stays open")
+					}
+					t.Logf("the server closed the connection: %v", err)
+					break
+				}
+				code, msg, res, err := f.status()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.id == 1000 {
+					if code == codeOK {
+						t.Fatal("the invalid unsignaled batch was answered with success")
+					}
+					t.Logf("the unsignaled batch was answered: status %d %q", code, msg)
+					continue
+				}
+				if f.id != 1001 || code != codeOK || !slices.Equal(res, k.mainB[:8]) {
+					t.Fatalf("answer %d, status %d %q, read %x", f.id, code, msg, res)
+				}
+				break
+			}
+			k.check(t, tc.name)
+		})
+	}
+}
