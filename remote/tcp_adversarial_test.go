@@ -834,9 +834,10 @@ func TestTCPNodePositions(t *testing.T) {
 }
 
 // TestServerConfig checks NewServer's contract: Token is required; a File
-// is created when missing and keeps its contents across servers; a file
-// that is not a memory node, or has another size than Bytes asks, is
-// refused with ErrBadNode and left untouched.
+// is created when missing and keeps its contents across servers, also when
+// reopened with sizes 0 (which accept the file's); a file that is not a
+// memory node, or has another size than Bytes asks, is refused with
+// ErrBadNode and left untouched.
 func TestServerConfig(t *testing.T) {
 	if s, err := remote.NewServer(remote.ServerConfig{Bytes: advMain}); err == nil {
 		s.Close()
@@ -883,21 +884,6 @@ func TestServerConfig(t *testing.T) {
 		t.Error("a refused server modified the file")
 	}
 
-	ts2 := startServer(t, remote.ServerConfig{File: file})
-	if m, _ := ts2.srv.Bytes(); m != advMain {
-		t.Errorf("server on an existing file with Bytes 0: main region of %d bytes, want the file's %d", m, advMain)
-	}
-	p2 := tcpPool(t, ts2.addr)
-	c2 := p2.NewComputeNode().NewClient()
-	y, err := c2.Named(ctx, "kept", 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := make([]byte, 8)
-	if err := c2.Read(ctx, y, got); err != nil || y != x || string(got) != "kept!!!!" {
-		t.Fatalf("after a restart on the file: %v at %v (was %v): %q", err, y, x, got)
-	}
-
 	junk := filepath.Join(dir, "junk")
 	content := make([]byte, advMain)
 	for i := range content {
@@ -914,6 +900,31 @@ func TestServerConfig(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(junk); !slices.Equal(content, after) {
 		t.Error("a refused server modified a file that is not a memory node")
+	}
+	for _, reopen := range []struct {
+		name string
+		cfg  remote.ServerConfig
+	}{
+		{"same sizes", remote.ServerConfig{File: file, Bytes: advMain, OnChipBytes: advChip}},
+		{"on-chip size 0", remote.ServerConfig{File: file, Bytes: advMain}},
+		{"both sizes 0", remote.ServerConfig{File: file}},
+	} {
+		t.Run("reopen with "+reopen.name, func(t *testing.T) {
+			ts2 := startServer(t, reopen.cfg)
+			if m, c := ts2.srv.Bytes(); m != advMain || c != advChip {
+				t.Errorf("server on the existing file: regions of %d and %d bytes, want the file's %d and %d", m, c, advMain, advChip)
+			}
+			p2 := tcpPool(t, ts2.addr)
+			c2 := p2.NewComputeNode().NewClient()
+			y, err := c2.Named(ctx, "kept", 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]byte, 8)
+			if err := c2.Read(ctx, y, got); err != nil || y != x || string(got) != "kept!!!!" {
+				t.Fatalf("after a restart on the file: %v at %v (was %v): %q", err, y, x, got)
+			}
+		})
 	}
 }
 
@@ -1142,4 +1153,103 @@ func TestTCPClientPostOrder(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestTCPConfigErrors: TCP configurations that cannot work are refused by
+// NewPool with an error (ErrBadRequest for a malformed one, ErrUnavailable
+// for an address that cannot be reached), quickly and without a pool.
+func TestTCPConfigErrors(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	tcp := func(mod func(*remote.TCPConfig)) *remote.TCPConfig {
+		c := &remote.TCPConfig{MemoryNodes: []string{ts.addr}, Token: testToken, DialTimeout: time.Second, Timeout: time.Second}
+		mod(c)
+		return c
+	}
+	bad := []error{remote.ErrBadRequest}
+	cases := []struct {
+		name string
+		cfg  remote.Config
+		want []error
+	}{
+		{"no memory nodes", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.MemoryNodes = nil })}, bad},
+		{"MemoryNodes disagreeing with the list", remote.Config{MemoryNodes: 3, TCP: tcp(func(*remote.TCPConfig) {})}, bad},
+		{"token above 4096 bytes", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.Token = string(make([]byte, 4097)) })}, []error{remote.ErrBadRequest, remote.ErrAuth}},
+		{"TCP and Sim", remote.Config{Sim: &remote.SimConfig{}, TCP: tcp(func(*remote.TCPConfig) {})}, bad},
+		{"negative Conns", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.Conns = -1 })}, bad},
+		{"not an address", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.MemoryNodes = []string{"no port"} })}, []error{remote.ErrBadRequest, remote.ErrUnavailable}},
+		{"one good, one unreachable", remote.Config{TCP: tcp(func(c *remote.TCPConfig) { c.MemoryNodes = append(c.MemoryNodes, "127.0.0.1:1") })}, []error{remote.ErrUnavailable}},
+	}
+	for _, tc := range cases {
+		start := time.Now()
+		p, err := remote.NewPool(tc.cfg)
+		if err == nil {
+			p.Close()
+			t.Errorf("%s: NewPool succeeded", tc.name)
+			continue
+		}
+		if !slices.ContainsFunc(tc.want, func(e error) bool { return errors.Is(err, e) }) {
+			t.Errorf("%s: %v, want one of %v", tc.name, err, tc.want)
+		}
+		if d := time.Since(start); d > 4*time.Second {
+			t.Errorf("%s: NewPool took %v", tc.name, d)
+		}
+	}
+	// The server is unharmed by the attempts.
+	if _, err := tcpPool(t, ts.addr).NewComputeNode().NewClient().Alloc(context.Background(), 8); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTCPForgedUnsignaled posts invalid batches unsignaled (no reply
+// asked): none of their verbs may execute, the valid ones before the
+// invalid one included, and the connection either goes on answering the
+// next signaled batch or is closed; it never answers that batch with
+// another id or with success for the unsignaled one.
+func TestTCPForgedUnsignaled(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	p := tcpPool(t, ts.addr)
+	k := newCanary(t, p)
+	a := k.off()
+	junk := []byte("HOSTILE!")
+	for _, tc := range []struct {
+		name  string
+		verbs []verb
+	}{
+		{"write then out of bounds", []verb{wrV(a, junk), rdV(advMain, 8)}},
+		{"CAS then misaligned FAA", []verb{casV(a, k.word(0), 1), faaV(a+3, 1)}},
+		{"FAA then memory-node bits", []verb{faaV(a+8, 1), wrV(1<<48|a, junk)}},
+		{"write then nil", []verb{wrV(a+16, junk), wrV(0, junk)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := authed(t, ts.addr)
+			r.mustSend(rawFrame(rawVersion, rawBatch, 0, 1000, batchPayload(tc.verbs...)))
+			r.mustSend(rawFrame(rawVersion, rawBatch, rawSignaled, 1001, batchPayload(rdV(a, 8))))
+			for {
+				f, err := r.read(5 * time.Second)
+				if err != nil {
+					if isTimeout(err) {
+						t.Fatal("no answer to the signaled batch after an invalid unsignaled one, and the connection stays open")
+					}
+					t.Logf("the server closed the connection: %v", err)
+					break
+				}
+				code, msg, res, err := f.status()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f.id == 1000 {
+					if code == codeOK {
+						t.Fatal("the invalid unsignaled batch was answered with success")
+					}
+					t.Logf("the unsignaled batch was answered: status %d %q", code, msg)
+					continue
+				}
+				if f.id != 1001 || code != codeOK || !slices.Equal(res, k.mainB[:8]) {
+					t.Fatalf("answer %d, status %d %q, read %x", f.id, code, msg, res)
+				}
+				break
+			}
+			k.check(t, tc.name)
+		})
+	}
 }

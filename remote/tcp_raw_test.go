@@ -321,18 +321,18 @@ type testServer struct {
 	log  *syncBuffer
 }
 
-// startServer serves cfg (Token, a 1 MiB main region and a 4 KiB on-chip
-// region by default) until the end of the test; Serve must return nil after
-// Close.
+// startServer serves cfg (Token, and without a File a 1 MiB main region
+// and a 4 KiB on-chip region by default) until the end of the test; Serve
+// must return nil after Close.
 func startServer(t testing.TB, cfg remote.ServerConfig) *testServer {
 	t.Helper()
 	if cfg.Token == "" {
 		cfg.Token = testToken
 	}
-	if cfg.Bytes == 0 {
+	if cfg.Bytes == 0 && cfg.File == "" {
 		cfg.Bytes = 1 << 20
 	}
-	if cfg.OnChipBytes == 0 {
+	if cfg.OnChipBytes == 0 && cfg.File == "" {
 		cfg.OnChipBytes = 4096
 	}
 	ts := &testServer{log: &syncBuffer{}}

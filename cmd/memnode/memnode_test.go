@@ -304,9 +304,6 @@ func TestMemnodeKilledUnderLoad(t *testing.T) {
 // its connections stay open) fails the verbs waiting on it with
 // ErrUnavailable once TCPConfig.Timeout has passed, not later.
 func TestMemnodeStoppedUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits for the transport timeout")
-	}
 	const timeout = time.Second
 	const bound = timeout + 3*time.Second
 	p := startProc(t, []string{"--listen", "127.0.0.1:0", "--bytes", "4M", "--token", memnodetest.Token})
@@ -361,5 +358,66 @@ func TestMemnodeStoppedUnderLoad(t *testing.T) {
 	p.signal(syscall.SIGTERM)
 	if code := p.exit(10 * time.Second); code != 0 {
 		t.Errorf("exit status %d after SIGCONT and SIGTERM: %s", code, p.stderr.String())
+	}
+}
+
+// TestMemnodeFileReopen: memnode restarted on its --file without size
+// flags serves the file with its sizes and contents (the flag's help: "with
+// --file: the file's size"), whether the file was created with explicit
+// sizes or the defaults; a size flag that contradicts the file is refused
+// (status 2) and leaves the file as it was.
+func TestMemnodeFileReopen(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		create     []string
+		main, chip string
+	}{
+		{"explicit sizes", []string{"--bytes", "3M", "--onchip-bytes", "8K"}, "3145728", "8192"},
+		{"default sizes", nil, "1073741824", "262144"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			file := filepath.Join(t.TempDir(), "node")
+			base := []string{"--listen", "127.0.0.1:0", "--token", memnodetest.Token, "--file", file}
+			p := startProc(t, append(base, tc.create...))
+			p.waitReady()
+			pool := newPool(t, tcpConfig([]string{p.addr}, 5*time.Second))
+			c := pool.NewComputeNode().NewClient()
+			x, err := c.Named(ctx, "reopen", 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Write(ctx, x, []byte("reopen!!")); err != nil {
+				t.Fatal(err)
+			}
+			pool.Close()
+			p.signal(syscall.SIGTERM)
+			if code := p.exit(10 * time.Second); code != 0 {
+				t.Fatalf("exit status %d: %s", code, p.stderr.String())
+			}
+
+			wrong := startProc(t, append(base, "--bytes", "5M"))
+			if code := wrong.exit(20 * time.Second); code != 2 {
+				t.Errorf("--bytes 5M on a file of %s bytes: exit status %d, want 2", tc.main, code)
+			}
+
+			q := startProc(t, base)
+			q.waitReady()
+			m := readyLine.FindStringSubmatch(q.ready)
+			if m[2] != tc.main || m[3] != tc.chip {
+				t.Fatalf("reopened: %q, want main %s and on-chip %s", q.ready, tc.main, tc.chip)
+			}
+			pool = newPool(t, tcpConfig([]string{q.addr}, 5*time.Second))
+			c = pool.NewComputeNode().NewClient()
+			y, err := c.Named(ctx, "reopen", 64)
+			got := make([]byte, 8)
+			if err == nil {
+				err = c.Read(ctx, y, got)
+			}
+			if err != nil || y != x || string(got) != "reopen!!" {
+				t.Fatalf("reopened: %v, region %v (was %v) holds %q", err, y, x, got)
+			}
+		})
 	}
 }
