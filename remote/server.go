@@ -99,13 +99,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.HandshakeTimeout <= 0 {
 		cfg.HandshakeTimeout = 5 * time.Second
 	}
-	pc := Config{NodeBytes: cfg.Bytes, OnChipBytes: cfg.OnChipBytes}
+	// Validated like a pool of memory nodes that may exist already: sizes
+	// left 0 accept an existing file's, and get defaults only where memory
+	// is created.
+	pc, err := Config{NodeBytes: cfg.Bytes, OnChipBytes: cfg.OnChipBytes, Shm: &ShmConfig{}}.normalized()
+	if err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(cfg.File); pc.NodeBytes == 0 && (cfg.File == "" || errors.Is(err, os.ErrNotExist)) {
 		pc.NodeBytes = DefaultServerBytes
 	}
-	pc, err := pc.normalized()
-	if err != nil {
-		return nil, err
+	if cfg.File == "" {
+		pc.defaultGeometry()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, lis: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
 		unmap: func() {}, closeFabric: func() {}}

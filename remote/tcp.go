@@ -57,10 +57,13 @@ func normalizedNet(addrs []string, token *string, conns *int, dial, timeout *tim
 	if *conns < 0 || *conns > 64 {
 		return fmt.Errorf("%w: Conns %d not in 1..64", ErrBadRequest, *conns)
 	}
-	if *dial <= 0 {
+	if *dial < 0 || *timeout < 0 {
+		return fmt.Errorf("%w: negative DialTimeout %v or Timeout %v (0: the default)", ErrBadRequest, *dial, *timeout)
+	}
+	if *dial == 0 {
 		*dial = 5 * time.Second
 	}
-	if *timeout <= 0 {
+	if *timeout == 0 {
 		*timeout = 10 * time.Second
 	}
 	return nil
