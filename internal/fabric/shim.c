@@ -406,7 +406,6 @@ static int fs_conn_connect(struct fs_conn *c, const char *host,
 	rd = fi_connect(c->ep, c->info->dest_addr, NULL, 0);
 	if (rd) {
 		// sockets connects synchronously: a refusal comes back here.
-		c->pub.last_fi_err = (int)-rd;
 		setf(err, "connecting to %s:%s: %s", host, port, fi_strerror((int)-rd));
 		return FS_EUNAVAIL;
 	}
@@ -423,7 +422,6 @@ static int fs_conn_connect(struct fs_conn *c, const char *host,
 		if (rd == -FI_EAVAIL) {
 			memset(&ee, 0, sizeof ee);
 			fi_eq_readerr(c->eq, &ee, 0);
-			c->pub.last_fi_err = ee.err;
 			setf(err, "connecting to %s:%s: %s", host, port,
 			     fi_strerror(ee.err));
 			return FS_EUNAVAIL;
@@ -598,7 +596,6 @@ static int fs_complete(struct fs_conn *c, int n, void *ctx, int err, int prov_er
 
 	if (!ctx || p < base || p >= base + (size_t)n * sizeof(struct fs_slot) ||
 	    (p - base) % sizeof(struct fs_slot)) {
-		c->pub.last_fi_err = err;
 		setf(c->pub.err, "completion (error %d: %s) with unknown context %p",
 		     err, fi_strerror(err), ctx);
 		return FS_EBADCTX;
@@ -632,7 +629,6 @@ static int fs_check_eq(struct fs_conn *c)
 	if (rd == -FI_EAVAIL) {
 		memset(&ee, 0, sizeof ee);
 		fi_eq_readerr(c->eq, &ee, 0);
-		c->pub.last_fi_err = ee.err;
 		setf(c->pub.err, "connection error: %s", fi_strerror(ee.err));
 		return FS_ESHUTDOWN;
 	}
@@ -690,7 +686,6 @@ static int fs_reap(struct fs_conn *c, int n, int *done, int wait, uint64_t deadl
 		return FS_OK;
 	}
 	if (rd != -FI_EAGAIN && rd != -FI_EINTR && rd != -FI_ETIMEDOUT) {
-		c->pub.last_fi_err = (int)-rd;
 		setf(c->pub.err, "reading completions: %s", fi_strerror((int)-rd));
 		return FS_EFAIL;
 	}
@@ -746,7 +741,6 @@ int fs_conn_run(struct fs_conn *c, int n, int timeout_ms)
 				return rc;
 			continue;
 		}
-		c->pub.last_fi_err = (int)-ret;
 		setf(c->pub.err, "posting %s %d of %d: %s", fs_kind_name(op->kind),
 		     posted, n, fi_strerror((int)-ret));
 		return FS_EUNAVAIL;

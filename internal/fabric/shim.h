@@ -75,7 +75,6 @@ struct fs_conn_pub {
 	uint64_t order_raw_size; // ep_attr->max_order_raw_size
 	uint64_t order_war_size; // ep_attr->max_order_war_size
 	uint64_t order_waw_size; // ep_attr->max_order_waw_size
-	int last_fi_err;         // positive fi_errno behind the last failure
 };
 
 uint32_t fs_version(void);
