@@ -9,19 +9,25 @@ import (
 	"github.com/dmindex/dmindex/smart"
 )
 
-// TestBattery runs the contract battery every index must pass.
-func TestBattery(t *testing.T) {
-	indextest.Run(t, indextest.Target{
-		Name: "smart",
-		Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
-			return smart.Open(cn, smart.Options{Name: name})
+// batteryTarget describes SMART opened with opts (Name replaced) to the
+// module's generic index battery.
+func batteryTarget(name string, opts smart.Options) indextest.Target {
+	return indextest.Target{
+		Name: name,
+		Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
+			o := opts
+			o.Name = n
+			return smart.Open(cn, o)
 		},
-		Verify: func(ctx context.Context, idx smart.Index) error {
-			return idx.(*smart.Tree).Verify(ctx)
-		},
+		Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
 		MaxKeyLen:   smart.MaxKeyLen,
 		MaxValueLen: smart.MaxValueLen,
-	})
+	}
+}
+
+// TestBattery runs the contract battery every index must pass.
+func TestBattery(t *testing.T) {
+	indextest.Run(t, batteryTarget("smart", smart.Options{}))
 }
 
 // TestBatteryVariants runs the battery's core against each protocol switch
@@ -39,17 +45,7 @@ func TestBatteryVariants(t *testing.T) {
 	}
 	for name, opts := range variants {
 		t.Run(name, func(t *testing.T) {
-			tg := indextest.Target{
-				Name: "smart-" + name,
-				Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
-					o := opts
-					o.Name = n
-					return smart.Open(cn, o)
-				},
-				Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
-				MaxKeyLen:   smart.MaxKeyLen,
-				MaxValueLen: smart.MaxValueLen,
-			}
+			tg := batteryTarget("smart-"+name, opts)
 			indextest.RunOracle(t, tg)
 			indextest.RunConcurrent(t, tg)
 			indextest.RunLinearizable(t, tg)

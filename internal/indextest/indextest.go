@@ -43,6 +43,11 @@ type Target struct {
 	// The battery then writes only such values and still expects
 	// ErrValueTooLarge for longer ones.
 	FixedValueLen int
+	// NewPool, if set, creates the pools of the tests that run in real
+	// time (all but the simulated ones) from the battery's configuration,
+	// for instance on another transport (OnShm), and closes them when the
+	// test ends. nil: remote.NewPool.
+	NewPool func(t testing.TB, cfg remote.Config) *remote.Pool
 
 	// pool, if set, is the local pool the subtests of one battery share:
 	// each opens its index under its own name on new compute nodes, which
@@ -52,8 +57,18 @@ type Target struct {
 
 // withPool returns tg with a local pool shared by the subtests of t.
 func (tg Target) withPool(t testing.TB) Target {
-	tg.pool = newPool(t, localConfig())
+	tg.pool = tg.localPool(t)
 	return tg
+}
+
+// localPool creates a pool of the local-mode configuration with
+// tg.NewPool, closed when the test ends.
+func (tg Target) localPool(t testing.TB) *remote.Pool {
+	t.Helper()
+	if tg.NewPool != nil {
+		return tg.NewPool(t, localConfig())
+	}
+	return newPool(t, localConfig())
 }
 
 // seedFlag is the -indextest.seed flag.
@@ -186,7 +201,7 @@ func (tg Target) localIndex(t testing.TB, n int) (*remote.Pool, []smart.Index) {
 	t.Helper()
 	p := tg.pool
 	if p == nil {
-		p = newPool(t, localConfig())
+		p = tg.localPool(t)
 	}
 	idxs := make([]smart.Index, n)
 	for i := range idxs {

@@ -151,7 +151,7 @@ func RunLinearizable(t *testing.T, tg Target) {
 				pool = newPool(t, simConfig(m.ordering, seed))
 				clock = func() int64 { return int64(pool.Now()) }
 			} else {
-				pool = newPool(t, localConfig())
+				pool = tg.localPool(t)
 				var c atomic.Int64
 				clock = func() int64 { return c.Add(1) }
 			}
