@@ -963,3 +963,34 @@ func TestShmClose(t *testing.T) {
 
 // second returns the error of a call with two results.
 func second[T any](_ T, err error) error { return err }
+
+// TestShmNodeCountMismatch opens a directory of two memory nodes as a pool
+// of one. Such a pool cannot follow any pointer into the second node (the
+// trees of the directory lose about half their keys to ErrUnknownNode), so
+// it must be refused with ErrBadNode, like a node at another position of its
+// pool, and the files left untouched.
+func TestShmNodeCountMismatch(t *testing.T) {
+	dir := t.TempDir()
+	p := newTestPool(t, shmConfig(dir, 2))
+	c := p.NewComputeNode().NewClient()
+	if _, err := c.AllocOn(context.Background(), 1, 64, 8); err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	for _, name := range []string{"mn-0", "mn-1", "."} {
+		if err := os.Chtimes(filepath.Join(dir, name), aLongTimeAgo, aLongTimeAgo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := snapshotDir(t, dir)
+	p1, err := NewPool(shmConfig(dir, 1))
+	if err == nil {
+		t.Errorf("a directory of 2 memory nodes opened as a pool of %d", p1.MemoryNodes())
+		p1.Close()
+	} else if !errors.Is(err, ErrBadNode) {
+		t.Errorf("error %v does not wrap ErrBadNode", err)
+	}
+	for _, d := range before.diff(snapshotDir(t, dir)) {
+		t.Errorf("refused directory modified: %s", d)
+	}
+}

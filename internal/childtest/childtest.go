@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -40,6 +41,9 @@ type Options struct {
 	// Timeout bounds the child's run (default DefaultTimeout): it is
 	// killed when it expires.
 	Timeout time.Duration
+	// SysProcAttr, if set, are the child's process attributes (for
+	// instance a mount namespace of its own).
+	SysProcAttr *syscall.SysProcAttr
 }
 
 // Child is a running child process.
@@ -69,6 +73,7 @@ func Start(t testing.TB, o Options) *Child {
 	c.cmd.Env = append(os.Environ(), envArg+"="+o.Arg)
 	c.cmd.Stdout, c.cmd.Stderr = &c.out, &c.out
 	c.cmd.ExtraFiles = o.Files
+	c.cmd.SysProcAttr = o.SysProcAttr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatalf("childtest: starting %s: %v", o.Test, err)
 	}
