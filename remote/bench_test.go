@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/internal/cputime"
 	"github.com/dmindex/dmindex/internal/memnodetest"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkLocalRead(b *testing.B) {
 			b.SetBytes(int64(size))
 			b.ReportAllocs()
 			b.ResetTimer()
-			start, cpu := time.Now(), processCPU()
+			start, cpu := time.Now(), cputime.Process()
 			for range b.N {
 				if err := c.Read(ctx, a, buf); err != nil {
 					b.Fatal(err)
@@ -50,7 +51,7 @@ func BenchmarkSimVerbs(b *testing.B) {
 				per := (b.N + clients - 1) / clients
 				b.ReportAllocs()
 				b.ResetTimer()
-				start, cpu, vstart := time.Now(), processCPU(), p.Now()
+				start, cpu, vstart := time.Now(), cputime.Process(), p.Now()
 				for id := range clients {
 					c := cn.NewClient()
 					p.Go(func() {
@@ -80,7 +81,7 @@ func BenchmarkSimVerbs(b *testing.B) {
 // machine-load-independent figure on a shared machine.
 func reportRates(b *testing.B, verbs float64, start time.Time, cpu time.Duration) {
 	b.ReportMetric(verbs/time.Since(start).Seconds(), "verbs/s")
-	if used := processCPU() - cpu; used > 0 {
+	if used := cputime.Process() - cpu; used > 0 {
 		b.ReportMetric(verbs/used.Seconds(), "verbs/cpu-s")
 	}
 }
@@ -101,7 +102,7 @@ func BenchmarkNetVerbs(b *testing.B) {
 				cn := p.NewComputeNode()
 				per := (b.N + clients - 1) / clients
 				b.ResetTimer()
-				start, cpu := time.Now(), processCPU()
+				start, cpu := time.Now(), cputime.Process()
 				for range clients {
 					c := cn.NewClient()
 					a, err := c.Alloc(ctx, 64)

@@ -1,14 +1,15 @@
 //go:build unix
 
-package remote
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time (user and system) the process has used.
-func processCPU() time.Duration {
+// Process returns the CPU time (user and system, all threads) the process
+// has used, or 0 where it cannot be measured.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
