@@ -49,6 +49,9 @@ func (p *Pool) openShm(cfg ShmConfig) error {
 		}
 		n = max(n, 1)
 	}
+	if _, err := os.Stat(shmFile(cfg.Dir, n)); p.cfg.MemoryNodes != 0 && err == nil {
+		return fmt.Errorf("%w: %s holds more than the %d memory nodes asked (%s exists)", ErrBadNode, cfg.Dir, n, shmFile(cfg.Dir, n))
+	}
 	t := &shm{local: newLocal(p)}
 	fail := func(err error) error {
 		t.unmap()
@@ -135,6 +138,14 @@ func mapExisting(f *os.File, cfg Config) ([]byte, error) {
 func createShmNode(path string, cfg Config) (b []byte, created bool, err error) {
 	cfg.defaultGeometry()
 	g := nodeGeom{main: uint64(cfg.NodeBytes), onChip: uint64(cfg.OnChipBytes)}
+	// The file is sparse: pages are backed when first written, and a write
+	// to a page the file system cannot back kills the process (SIGBUS), so
+	// the file system must have room for the whole node from the start.
+	var fs unix.Statfs_t
+	if err := unix.Statfs(filepath.Dir(path), &fs); err == nil && uint64(fs.Bavail)*uint64(fs.Bsize) < g.main+g.onChip {
+		return nil, false, fmt.Errorf("%w: the file system has %d bytes free, the memory node needs %d",
+			ErrOutOfMemory, uint64(fs.Bavail)*uint64(fs.Bsize), g.main+g.onChip)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".creating-"+filepath.Base(path)+"-*")
 	if err != nil {
 		return nil, false, err
