@@ -181,22 +181,17 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 	}
 	s.img = leafImage(s.img, cur.addr, key, value, class)
 	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
-	if old.addr().MN() != cur.addr.MN() {
-		if err := s.do(ctx, ops); err != nil {
-			return false, cur, err
-		}
-		ops = s.batch()
-	}
 	for {
-		ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
-		if err := s.do(ctx, ops); err != nil {
+		ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
+		if err != nil {
 			return false, cur, err
 		}
 		got := slot(ops[len(ops)-1].Old)
 		if got == cur.sl {
 			return true, cur, s.retire(ctx, old)
 		}
-		// A leaf split moved the locked leaf deeper: find its new slot.
+		// A leaf split moved the locked leaf deeper: find its new slot, which
+		// may be on another memory node than the new leaf.
 		next, err := s.relocate(ctx, cur.with(got), old)
 		if err != nil {
 			if uerr := s.unlock(ctx, old, meta); uerr != nil {
@@ -256,9 +251,9 @@ func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte
 		return false, cur, err
 	}
 	s.img = leafImage(s.img, cur.addr, key, value, class)
-	ops := append(s.batch(), remote.Write(na, s.img),
+	ops, err := s.link(ctx, append(s.batch(), remote.Write(na, s.img)),
 		remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
-	if err := s.do(ctx, ops); err != nil {
+	if err != nil {
 		return false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
