@@ -83,11 +83,11 @@ type SimConfig struct {
 	Ordering Ordering
 	// Seed drives every random choice of the simulator.
 	Seed uint64
-	// Skew, if positive, delays the memory access of every verb by its own
-	// pseudo-random time in [0, Skew] drawn from Seed, so that verbs of one
-	// batch to different memory nodes take effect in either order, as RDMA
-	// allows; a client's verbs to one memory node keep their posting order.
-	// Zero (the default) leaves every figure of the model unchanged.
+	// Skew, if positive, delays the memory access of one verb in four
+	// (drawn from Seed) by a pseudo-random time in [0, Skew], so that verbs
+	// of one batch to different memory nodes take effect in either order, as
+	// RDMA allows; a client's verbs to one memory node keep their posting
+	// order. Zero (the default) leaves every figure of the model unchanged.
 	Skew time.Duration
 }
 

@@ -59,7 +59,7 @@ func skewReorders(t *testing.T, sim *SimConfig, sameNode bool) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const rounds = 1000
+	const rounds = 300
 	var done atomic.Bool
 	reorders := 0
 	p.Go(func() {
