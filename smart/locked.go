@@ -78,7 +78,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 		return false, d.cur, err
 	}
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.c.AllocOn(ctx, node.MN(), classBytes(class), addrAlign)
+	la, err := s.allocNear(ctx, node.MN(), classBytes(class))
 	if err != nil {
 		_ = s.do(ctx, append(s.batch(), s.unlockOp(node))) // the allocation error is the one to report
 		return false, d.cur, err

@@ -20,20 +20,42 @@ var testSeed = testseed.Flag("seed")
 // never take a value twice, so it was linked during the whole read): a leaf
 // must pass its checksum, a node must have a valid header, and either must
 // point back at its slot, unless a split in flight flagged its reverse
-// pointer. In-place leaf updates must not run meanwhile: a leaf torn by one
-// looks unpublished.
-func unpublished(ctx context.Context, s *session) (string, error) {
+// pointer. Leaves judged complete are recorded in done and not read again
+// (nodes are, to find their new children), so that a walk spends its reads
+// on what was published since the last one. In-place leaf updates must not
+// run meanwhile: a leaf torn by one looks unpublished.
+func unpublished(ctx context.Context, s *session, done map[slot]bool) (string, error) {
 	w, err := s.readWord(ctx, s.t.rootSlot)
 	if err != nil {
 		return "", err
 	}
-	return unpublishedNode(ctx, s, s.t.rootSlot, slot(w))
+	return unpublishedNode(ctx, s, s.t.rootSlot, slot(w), done)
 }
 
-func unpublishedNode(ctx context.Context, s *session, at remote.Addr, sl slot) (string, error) {
+func unpublishedNode(ctx context.Context, s *session, at remote.Addr, sl slot, done map[slot]bool) (string, error) {
 	buf := make([]byte, nodeLockOff)
 	if err := s.c.Read(ctx, sl.addr(), buf); err != nil {
 		return "", err
+	}
+	// The children first: a child published since the last walk is read
+	// one round trip after the node.
+	for i := range 256 {
+		c := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+		var p string
+		var err error
+		switch {
+		case !c.isChild() || done[c]:
+			continue
+		case c.isLeaf():
+			if p, err = unpublishedLeaf(ctx, s, nodeSlotAddr(sl.addr(), i), c); p == "" && err == nil {
+				done[c] = true
+			}
+		default:
+			p, err = unpublishedNode(ctx, s, nodeSlotAddr(sl.addr(), i), c, done)
+		}
+		if p != "" || err != nil {
+			return p, err
+		}
 	}
 	if w, err := s.readWord(ctx, at); err != nil || slot(w) != sl {
 		return "", err
@@ -45,22 +67,6 @@ func unpublishedNode(ctx context.Context, s *session, at remote.Addr, sl slot) (
 		return fmt.Sprintf("node %v linked at %v with header %#x", sl.addr(), at, uint64(h)), nil
 	case rev&revMoving == 0 && rev != at:
 		return fmt.Sprintf("node %v linked at %v points back at %v", sl.addr(), at, rev), nil
-	}
-	for i := range 256 {
-		c := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
-		var p string
-		var err error
-		switch {
-		case !c.isChild():
-			continue
-		case c.isLeaf():
-			p, err = unpublishedLeaf(ctx, s, nodeSlotAddr(sl.addr(), i), c)
-		default:
-			p, err = unpublishedNode(ctx, s, nodeSlotAddr(sl.addr(), i), c)
-		}
-		if p != "" || err != nil {
-			return p, err
-		}
 	}
 	return "", nil
 }

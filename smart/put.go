@@ -175,7 +175,7 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte) 
 func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, value []byte) (bool, cursor, error) {
 	old := cur.sl
 	class := classFor(leafPayload(len(key), len(value)))
-	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
+	na, err := s.allocNear(ctx, cur.addr.MN(), classBytes(class))
 	if err != nil {
 		return false, cur, s.unlock(ctx, old, meta)
 	}
@@ -243,10 +243,11 @@ func (s *session) relocate(ctx context.Context, from cursor, leaf slot) (cursor,
 }
 
 // installLeaf replaces a tombstone slot with a new leaf, written on the
-// slot's memory node in the same batch as the CAS that links it.
+// slot's memory node in the same batch as the CAS that links it (or, if that
+// node is full, on another one in a round trip of its own).
 func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
 	class := classFor(leafPayload(len(key), len(value)))
-	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
+	na, err := s.allocNear(ctx, cur.addr.MN(), classBytes(class))
 	if err != nil {
 		return false, cur, err
 	}

@@ -59,7 +59,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	n := &s.node
 	b := s.enc[d.pos]
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.c.AllocOn(ctx, n.addr.MN(), classBytes(class), addrAlign)
+	la, err := s.allocNear(ctx, n.addr.MN(), classBytes(class))
 	if err != nil {
 		return false, d.cur, err
 	}
@@ -144,14 +144,14 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	}
 	mn := first.MN()
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.c.AllocOn(ctx, mn, classBytes(class), addrAlign)
+	la, err := s.allocNear(ctx, mn, classBytes(class))
 	if err != nil {
 		return false, cur, err
 	}
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
 	node, rev, d := first, cur.addr, cur.depth
 	for range chain {
-		next, err := s.c.AllocOn(ctx, mn, nodeAllocBytes, addrAlign)
+		next, err := s.allocNear(ctx, mn, nodeAllocBytes)
 		if err != nil {
 			return false, cur, err
 		}
@@ -262,7 +262,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 		return false, cur, err
 	}
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.c.AllocOn(ctx, ma.MN(), classBytes(class), addrAlign)
+	la, err := s.allocNear(ctx, ma.MN(), classBytes(class))
 	if err != nil {
 		return false, cur, err
 	}
