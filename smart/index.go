@@ -45,7 +45,8 @@ var (
 	ErrEmptyKey = errors.New("index: empty key")
 	// ErrKeyTooLong: the key exceeds the index's maximum key length.
 	ErrKeyTooLong = errors.New("index: key too long")
-	// ErrValueTooLarge: the value exceeds the index's maximum value size.
+	// ErrValueTooLarge: the value exceeds the index's maximum value size, or
+	// (SMART) its leaf would not fit in a memory node.
 	ErrValueTooLarge = errors.New("index: value too large")
 	// ErrClosed: the index was closed.
 	ErrClosed = errors.New("index: closed")

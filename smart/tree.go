@@ -20,6 +20,7 @@ type Tree struct {
 	cn          *remote.ComputeNode
 	opts        Options
 	rootSlot    remote.Addr
+	nodeBytes   int64 // size of a memory node: no leaf may be larger
 	retryBudget int
 	backoffUnit time.Duration
 	closed      atomic.Bool
@@ -73,6 +74,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
 	t.rootSlot = region
+	t.nodeBytes = p.Config().NodeBytes
 	if err := s.initRoot(ctx, region); err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
