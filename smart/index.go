@@ -56,4 +56,9 @@ var (
 	// ErrCorrupt: the remote structure violates an invariant (reported by
 	// Verify, or by an operation that cannot proceed).
 	ErrCorrupt = errors.New("index: corrupt remote structure")
+	// ErrOptionsMismatch: Open found the index already created under its
+	// name with options that every compute node must share and that differ
+	// from the ones given (SMART's protocol variant, Sherman's geometry and
+	// lock table). Nothing was changed.
+	ErrOptionsMismatch = errors.New("index: options do not match the existing index")
 )
