@@ -13,8 +13,8 @@ import (
 // wrapping smart.ErrCorrupt. It expects a quiescent tree (no operation in
 // flight on any compute node) and checks:
 //
-//   - the descriptor matches this tree's geometry; the root is the only
-//     page of the top level, with fences (-inf, +inf);
+//   - the descriptors match this tree's geometry and LockTableSize; the
+//     root is the only page of the top level, with fences (-inf, +inf);
 //   - every page passes its checks (header hash, version-salted entry
 //     checks) and has its level's level;
 //   - at each level the fences are contiguous (a page's low fence is its
@@ -57,12 +57,15 @@ type childRef struct {
 func (s *session) verify(strict bool) (treeInfo, error) {
 	t, g := s.t, &s.t.g
 	var info treeInfo
-	var meta [16]byte
+	var meta [24]byte
 	if err := s.c.Read(s.ctx, t.meta, meta[:]); err != nil {
 		return info, err
 	}
 	if d := le.Uint64(meta[offMetaDescr:]); d != g.descriptor() {
 		return info, corrupt("descriptor %#x, want %#x", d, g.descriptor())
+	}
+	if d := le.Uint64(meta[offMetaLocks:]); d != lockDescriptor(t.opts.LockTableSize) {
+		return info, corrupt("lock descriptor %#x, want %#x", d, lockDescriptor(t.opts.LockTableSize))
 	}
 	root := remote.Addr(le.Uint64(meta[offMetaRoot:]))
 	rp, err := s.read(root, -1, s.buf[0])
