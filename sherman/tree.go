@@ -344,7 +344,12 @@ type Stats struct {
 	LeafSplits             uint64
 	InnerSplits            uint64
 	RootGrowths            uint64 // new roots installed by this node
-	Delegated, Combined    uint64 // Gets and Puts served by another client (Options.RDWC)
+	// UnlinkedSplits counts splits whose separator insert failed after the
+	// split (out of memory, retry budget, pool closed): the new page is
+	// reached through its left sibling only (B-link), and the Put that
+	// split stored its pair all the same.
+	UnlinkedSplits      uint64
+	Delegated, Combined uint64 // Gets and Puts served by another client (Options.RDWC)
 }
 
 type counters struct {
@@ -352,6 +357,7 @@ type counters struct {
 	globalLocks, handOvers, casFails   atomic.Uint64
 	tornReads, retries                 atomic.Uint64
 	leafSplits, innerSplits, rootGrows atomic.Uint64
+	unlinked                           atomic.Uint64
 }
 
 // Stats returns a snapshot of the tree's protocol counters.
@@ -367,6 +373,7 @@ func (t *Tree) Stats() Stats {
 		GlobalLocks: c.globalLocks.Load(), HandOvers: c.handOvers.Load(), LockCASFailures: c.casFails.Load(),
 		TornReads: c.tornReads.Load(), Retries: c.retries.Load(),
 		LeafSplits: c.leafSplits.Load(), InnerSplits: c.innerSplits.Load(), RootGrowths: c.rootGrows.Load(),
+		UnlinkedSplits: c.unlinked.Load(),
 	}
 }
 

@@ -24,8 +24,9 @@ import (
 //     and the children of a level, in order, are exactly the pages of the
 //     level below with low fences equal to their separators (fences
 //     nested), except that a page whose separator never reached its parent
-//     (its split's operation failed with ErrContention) may be skipped: it
-//     is still reached along the sibling chain, as B-link trees allow;
+//     (the separator insert after its split failed: Stats.UnlinkedSplits)
+//     may be skipped: it is still reached along the sibling chain, as
+//     B-link trees allow;
 //   - leaf keys lie inside their fences and occur once per leaf;
 //   - the global lock word of every page is free.
 func (t *Tree) Verify(ctx context.Context) error {
