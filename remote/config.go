@@ -111,6 +111,12 @@ type SimConfig struct {
 	Ordering Ordering
 	// Seed drives every random choice of the simulator.
 	Seed uint64
+	// Skew, if positive, delays the memory access of one verb in four
+	// (drawn from Seed) by a pseudo-random time in [0, Skew], so that verbs
+	// of one batch to different memory nodes take effect in either order, as
+	// RDMA allows; a client's verbs to one memory node keep their posting
+	// order. Zero (the default) leaves every figure of the model unchanged.
+	Skew time.Duration
 }
 
 // Profile is the RNIC and client-CPU model of the simulator. Rates are per
@@ -236,6 +242,9 @@ func (c Config) normalized() (Config, error) {
 		}
 		if s.Ordering > Strict {
 			return c, fmt.Errorf("%w: invalid ordering %v", ErrBadRequest, s.Ordering)
+		}
+		if s.Skew < 0 {
+			return c, fmt.Errorf("%w: negative Skew %v", ErrBadRequest, s.Skew)
 		}
 		c.Sim = &s
 	}

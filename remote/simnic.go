@@ -15,6 +15,7 @@ import (
 //	CN NIC        IOPS slot (FIFO, 1/CNIOPS), request on the CN's tx link
 //	wire          (RTT-DMATime)/2
 //	MN NIC        request on the MN's rx link, IOPS slot (FIFO, 1/MNIOPS)
+//	skew          SimConfig.Skew only: a pseudo-random delay (simskew.go)
 //	ordering      start no earlier than the client's previous verb to this
 //	              memory node (its start in InOrder, its end in Strict)
 //	atomic unit   atomics: a slot of 1/AtomicRate (1/OnChipAtomicRate) on
@@ -188,7 +189,7 @@ func (s *sim) post(head *verbRec) {
 		mn.verbs++
 		mn.rxBytes += uint64(reqB)
 
-		start := q + k.tMN
+		start := q + k.tMN + s.skewDelay()
 		last := &sc.last[mnID]
 		if s.strict {
 			start = max(start, last.end)

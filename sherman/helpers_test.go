@@ -73,6 +73,7 @@ func sumStats(trees []*Tree) Stats {
 		st.LeafSplits += s.LeafSplits
 		st.InnerSplits += s.InnerSplits
 		st.RootGrowths += s.RootGrowths
+		st.UnlinkedSplits += s.UnlinkedSplits
 		st.Delegated += s.Delegated
 		st.Combined += s.Combined
 	}

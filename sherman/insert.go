@@ -16,6 +16,17 @@ import (
 // costs three round trips on a cache hit: the global lock CAS, the leaf READ
 // and one batch of the entry WRITE and the unlock WRITE; two when the lock
 // is handed over locally (no CAS, no unlock).
+//
+// Put returns nil once the pair is stored, and an error means it was not,
+// with three exceptions where it may have been: an error wrapping
+// remote.ErrClosed (the pool closed during the final write), one wrapping
+// smart.ErrCorrupt (the tree is broken), and, with Options.RDWC, the
+// context's error of a Put that gave up while combined into another
+// client's write after that client took its value. A leaf split stores the
+// pair before it inserts the separator into the level above; if that insert
+// fails (out of memory, retry budget), Put still returns nil: the new leaf
+// is reached through its left sibling (B-link) and counted in
+// Stats.UnlinkedSplits.
 func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 	if err := t.checkKey(key); err != nil {
 		return err
@@ -153,9 +164,18 @@ func (s *session) splitLeaf(l lockedLeaf, key, value []byte) error {
 	}
 	s.t.stats.leafSplits.Add(1)
 	// The pair is in the tree now; finish the structural change even if the
-	// caller gives up, so that no separator is left out needlessly.
+	// caller gives up, so that no separator is left out needlessly. If it
+	// fails anyway (out of memory, retry budget, pool closed), the new leaf
+	// stays reachable through its left sibling and the Put has succeeded:
+	// only a broken tree is reported.
 	s.ctx = context.WithoutCancel(s.ctx)
-	return s.insertSep(1, sepKey, right, l.parent)
+	if err := s.insertSep(1, sepKey, right, l.parent); err != nil {
+		if errors.Is(err, smart.ErrCorrupt) {
+			return err
+		}
+		s.t.stats.unlinked.Add(1)
+	}
+	return nil
 }
 
 // insertSep inserts the separator key → child into the internal page at

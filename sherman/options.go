@@ -3,15 +3,19 @@ package sherman
 import (
 	"errors"
 	"fmt"
+
+	"github.com/dmindex/dmindex/smart"
 )
 
 // Options configure a Sherman tree. The zero Options give the configuration
 // SMART's evaluation compared against: 8-byte keys and values, 32 entries per
 // page, a 64 MiB index cache and hand-over to at most 8 local holders.
 //
-// KeySize, ValueSize, Span and PageBytes fix the remote geometry: every
-// compute node opening the same Name must pass the same values, or Open fails
-// with ErrOptionsMismatch.
+// KeySize, ValueSize, Span and PageBytes fix the remote geometry and
+// LockTableSize the global lock word of every page: every compute node
+// opening the same Name must pass the same values (LockTableSize may be left
+// zero to adopt the tree's), or Open fails with ErrOptionsMismatch. The
+// other options are local to the compute node and may differ.
 type Options struct {
 	// Name identifies the tree in the pool (default "sherman"). Compute
 	// nodes opening the same name share one tree.
@@ -40,7 +44,10 @@ type Options struct {
 	// hand-over).
 	HandOver int
 	// LockTableSize is the number of 64-bit global lock words used on each
-	// memory node's on-chip region (default: as many as the region holds).
+	// memory node's on-chip region. A page's lock word is a hash of its
+	// address modulo LockTableSize, so the first Open records it in the
+	// tree and later ones must match it; zero adopts the tree's, or for a
+	// new tree uses as many words as the region holds.
 	LockTableSize int
 	// RDWC enables SMART's read delegation and write combining (package
 	// rdwc) among the compute node's clients, as SMART's evaluation did for
@@ -79,8 +86,9 @@ var (
 	// ErrBadOptions: an option is out of range.
 	ErrBadOptions = errors.New("sherman: invalid options")
 	// ErrOptionsMismatch: the tree already exists in the pool with a
-	// different geometry (key size, value size or spans).
-	ErrOptionsMismatch = errors.New("sherman: options do not match the existing tree")
+	// different geometry (key size, value size or spans) or LockTableSize.
+	// It is smart.ErrOptionsMismatch, shared by every index of the module.
+	ErrOptionsMismatch = smart.ErrOptionsMismatch
 )
 
 // normalized fills in defaults and validates o.

@@ -45,12 +45,15 @@ const (
 	metaBytes    = 64
 	offMetaRoot  = 0
 	offMetaDescr = 8
+	offMetaLocks = 16
 )
 
 // Open opens the tree opts.Name in cn's pool, creating it (an empty leaf as
 // root) on first use. The pool needs an on-chip region for HOCL's global
-// locks (remote.Config.OnChipBytes must not be negative). Errors wrap
-// ErrBadOptions, ErrOptionsMismatch or those of package remote.
+// locks (remote.Config.OnChipBytes must not be negative) and memory nodes
+// that can hold a page. Errors wrap ErrBadOptions, ErrOptionsMismatch (the
+// tree exists with another geometry or LockTableSize) or those of package
+// remote.
 func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	opts, err := opts.normalized()
 	if err != nil {
@@ -65,14 +68,13 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	switch {
 	case words == 0:
 		return nil, fmt.Errorf("%w: the pool has no on-chip region for HOCL's locks", ErrBadOptions)
-	case opts.LockTableSize == 0:
-		opts.LockTableSize = words
 	case opts.LockTableSize > words:
 		return nil, fmt.Errorf("%w: LockTableSize %d exceeds the %d words of the on-chip region",
 			ErrBadOptions, opts.LockTableSize, words)
+	case int64(g.pageBytes) > cfg.NodeBytes:
+		return nil, fmt.Errorf("%w: pages of %d bytes exceed a memory node (%d bytes)", ErrBadOptions, g.pageBytes, cfg.NodeBytes)
 	}
 	t := &Tree{cn: cn, opts: opts, g: g}
-	t.locks = newLockTable(cfg.MemoryNodes, opts.LockTableSize, opts.HandOver)
 	if opts.CacheBytes > 0 {
 		t.cache = newCache(&t.g, opts.CacheBytes, uint64(cn.ID()))
 	}
@@ -98,10 +100,11 @@ func (s *session) open() error {
 		return err
 	}
 	t.meta = meta
-	var word [8]byte
+	var word, locks [8]byte
 	ops := []remote.Op{
 		remote.CAS(meta.Add(offMetaDescr), 0, t.g.descriptor()),
 		remote.Read(meta.Add(offMetaRoot), word[:]),
+		remote.Read(meta.Add(offMetaLocks), locks[:]),
 	}
 	if err := s.c.Do(s.ctx, ops); err != nil {
 		return err
@@ -109,6 +112,9 @@ func (s *session) open() error {
 	if old := ops[0].Old; old != 0 && old != t.g.descriptor() {
 		return fmt.Errorf("%w: tree %q has descriptor %#x, these options give %#x",
 			ErrOptionsMismatch, t.opts.Name, old, t.g.descriptor())
+	}
+	if err := s.openLocks(le.Uint64(locks[:])); err != nil {
+		return err
 	}
 	root := remote.Addr(le.Uint64(word[:]))
 	if root == 0 {
@@ -132,6 +138,50 @@ func (s *session) open() error {
 		}
 	}
 	t.root.Store(&rootRef{addr: root, level: -1})
+	return nil
+}
+
+// Lock descriptor: the word at offMetaLocks records the tree's
+// LockTableSize, magic:8 | size:56, so that every compute node maps a page
+// to the same global lock word.
+const lockMagic = 0x4c << 56
+
+func lockDescriptor(size int) uint64 { return lockMagic | uint64(size) }
+
+// openLocks agrees with the tree on LockTableSize, given the lock
+// descriptor read (0 if none yet), and creates the local lock table. Only
+// an opener whose geometry matched gets here, so the first of them records
+// its size.
+func (s *session) openLocks(rec uint64) error {
+	t := s.t
+	cfg := t.cn.Pool().Config()
+	words := cfg.OnChipBytes / 8
+	if rec == 0 {
+		size := t.opts.LockTableSize
+		if size == 0 {
+			size = words
+		}
+		old, err := s.c.CAS(s.ctx, t.meta.Add(offMetaLocks), 0, lockDescriptor(size))
+		if err != nil {
+			return err
+		}
+		if rec = old; old == 0 {
+			rec = lockDescriptor(size)
+		}
+	}
+	size := int(rec &^ lockMagic)
+	switch {
+	case rec&^(1<<56-1) != lockMagic || size == 0:
+		return corrupt("tree %q has lock descriptor %#x", t.opts.Name, rec)
+	case t.opts.LockTableSize != 0 && t.opts.LockTableSize != size:
+		return fmt.Errorf("%w: tree %q uses LockTableSize %d, these options %d",
+			ErrOptionsMismatch, t.opts.Name, size, t.opts.LockTableSize)
+	case size > words:
+		return fmt.Errorf("%w: tree %q uses LockTableSize %d, more than the %d words of the on-chip region",
+			ErrOptionsMismatch, t.opts.Name, size, words)
+	}
+	t.opts.LockTableSize = size
+	t.locks = newLockTable(cfg.MemoryNodes, size, t.opts.HandOver)
 	return nil
 }
 
@@ -268,7 +318,12 @@ type Stats struct {
 	LeafSplits             uint64
 	InnerSplits            uint64
 	RootGrowths            uint64 // new roots installed by this node
-	Delegated, Combined    uint64 // Gets and Puts served by another client (Options.RDWC)
+	// UnlinkedSplits counts splits whose separator insert failed after the
+	// split (out of memory, retry budget, pool closed): the new page is
+	// reached through its left sibling only (B-link), and the Put that
+	// split stored its pair all the same.
+	UnlinkedSplits      uint64
+	Delegated, Combined uint64 // Gets and Puts served by another client (Options.RDWC)
 }
 
 type counters struct {
@@ -276,6 +331,7 @@ type counters struct {
 	globalLocks, handOvers, casFails   atomic.Uint64
 	tornReads, retries                 atomic.Uint64
 	leafSplits, innerSplits, rootGrows atomic.Uint64
+	unlinked                           atomic.Uint64
 }
 
 // Stats returns a snapshot of the tree's protocol counters.
@@ -291,6 +347,7 @@ func (t *Tree) Stats() Stats {
 		GlobalLocks: c.globalLocks.Load(), HandOvers: c.handOvers.Load(), LockCASFailures: c.casFails.Load(),
 		TornReads: c.tornReads.Load(), Retries: c.retries.Load(),
 		LeafSplits: c.leafSplits.Load(), InnerSplits: c.innerSplits.Load(), RootGrowths: c.rootGrows.Load(),
+		UnlinkedSplits: c.unlinked.Load(),
 	}
 }
 

@@ -80,6 +80,10 @@ func TestBadOptions(t *testing.T) {
 	if _, err := Open(noChip.NewComputeNode(), Options{}); !errors.Is(err, ErrBadOptions) {
 		t.Errorf("Open without on-chip memory = %v, want ErrBadOptions", err)
 	}
+	small := newPool(t, remote.Config{NodeBytes: 64 << 10, ChunkBytes: 4096})
+	if _, err := Open(small.NewComputeNode(), Options{KeySize: MaxKeySize, ValueSize: MaxValueSize}); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("Open with pages larger than a memory node = %v, want ErrBadOptions", err)
+	}
 	openTree(t, p, Options{Name: "a"})
 	if _, err := Open(p.NewComputeNode(), Options{Name: "a", KeySize: 32}); !errors.Is(err, ErrOptionsMismatch) {
 		t.Errorf("reopen with another key size = %v, want ErrOptionsMismatch", err)

@@ -13,8 +13,8 @@ import (
 // wrapping smart.ErrCorrupt. It expects a quiescent tree (no operation in
 // flight on any compute node) and checks:
 //
-//   - the descriptor matches this tree's geometry; the root is the only
-//     page of the top level, with fences (-inf, +inf);
+//   - the descriptors match this tree's geometry and LockTableSize; the
+//     root is the only page of the top level, with fences (-inf, +inf);
 //   - every page passes its checks (header hash, version-salted entry
 //     checks) and has its level's level;
 //   - at each level the fences are contiguous (a page's low fence is its
@@ -24,8 +24,9 @@ import (
 //     and the children of a level, in order, are exactly the pages of the
 //     level below with low fences equal to their separators (fences
 //     nested), except that a page whose separator never reached its parent
-//     (its split's operation failed with ErrContention) may be skipped: it
-//     is still reached along the sibling chain, as B-link trees allow;
+//     (the separator insert after its split failed: Stats.UnlinkedSplits)
+//     may be skipped: it is still reached along the sibling chain, as
+//     B-link trees allow;
 //   - leaf keys lie inside their fences and occur once per leaf;
 //   - the global lock word of every page is free.
 func (t *Tree) Verify(ctx context.Context) error {
@@ -57,12 +58,15 @@ type childRef struct {
 func (s *session) verify(strict bool) (treeInfo, error) {
 	t, g := s.t, &s.t.g
 	var info treeInfo
-	var meta [16]byte
+	var meta [24]byte
 	if err := s.c.Read(s.ctx, t.meta, meta[:]); err != nil {
 		return info, err
 	}
 	if d := le.Uint64(meta[offMetaDescr:]); d != g.descriptor() {
 		return info, corrupt("descriptor %#x, want %#x", d, g.descriptor())
+	}
+	if d := le.Uint64(meta[offMetaLocks:]); d != lockDescriptor(t.opts.LockTableSize) {
+		return info, corrupt("lock descriptor %#x, want %#x", d, lockDescriptor(t.opts.LockTableSize))
 	}
 	root := remote.Addr(le.Uint64(meta[offMetaRoot:]))
 	rp, err := s.read(root, -1, s.buf[0])

@@ -56,3 +56,31 @@ func TestBatteryVariants(t *testing.T) {
 		})
 	}
 }
+
+// TestBatteryMixedOptions runs the concurrent parts of the battery with
+// compute nodes that differ in every option that Open does not record in
+// the tree (Options.LockedInternal is recorded: mixing it is refused): those
+// options are the compute node's own business, so any mix must be as
+// correct as one setting everywhere.
+func TestBatteryMixedOptions(t *testing.T) {
+	local := []smart.Options{
+		{},
+		{OutOfPlaceLeaves: true},
+		{SeparateLock: true, NoReadDelegation: true},
+		{NoWriteCombining: true, HashCache: true},
+		{CacheBytes: -1, OutOfPlaceLeaves: true, SeparateLock: true},
+	}
+	tg := indextest.Target{
+		Name: "smart-mixed",
+		Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
+			o := local[cn.ID()%len(local)]
+			o.Name = n
+			return smart.Open(cn, o)
+		},
+		Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
+		MaxKeyLen:   smart.MaxKeyLen,
+		MaxValueLen: smart.MaxValueLen,
+	}
+	indextest.RunConcurrent(t, tg)
+	indextest.RunLinearizable(t, tg)
+}

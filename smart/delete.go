@@ -89,15 +89,9 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 		ctx := context.WithoutCancel(ctx)
 		leaf := cur.sl
 		ops := s.markRemoved(s.batch(), leaf, v.meta)
-		if leaf.addr().MN() != cur.addr.MN() {
-			if err := s.do(ctx, ops); err != nil {
-				return false, false, cur, err
-			}
-			ops = s.batch()
-		}
 		for {
-			ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
-			if err := s.do(ctx, ops); err != nil {
+			ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
+			if err != nil {
 				return false, false, cur, err
 			}
 			if old := slot(ops[len(ops)-1].Old); old == cur.sl {

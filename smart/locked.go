@@ -78,7 +78,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 		return false, d.cur, err
 	}
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.c.AllocOn(ctx, node.MN(), classBytes(class), addrAlign)
+	la, err := s.allocNear(ctx, node.MN(), classBytes(class))
 	if err != nil {
 		_ = s.do(ctx, append(s.batch(), s.unlockOp(node))) // the allocation error is the one to report
 		return false, d.cur, err
@@ -86,8 +86,8 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 	s.img = leafImage(s.img, nodeSlotAddr(node, free), key, value, class)
 	var word [8]byte
 	binary.LittleEndian.PutUint64(word[:], uint64(leafSlot(b, class, la)))
-	ops := append(s.batch(), remote.Write(la, s.img), remote.Write(nodeSlotAddr(node, free), word[:]), s.unlockOp(node))
-	if err := s.do(ctx, ops); err != nil {
+	if _, err := s.link(ctx, append(s.batch(), remote.Write(la, s.img)),
+		remote.Write(nodeSlotAddr(node, free), word[:]), s.unlockOp(node)); err != nil {
 		return false, d.cur, err
 	}
 	// The header's type is raised by CAS, as in the lock-free variant: header

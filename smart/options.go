@@ -3,6 +3,10 @@ package smart
 // Options configure a SMART tree. The zero Options are the paper's design:
 // lock-free internal nodes, in-place leaves with a rear-embedded lock, read
 // delegation, write combining and an ART-indexed cache.
+//
+// Compute nodes opening one tree must agree on LockedInternal (Open refuses
+// a mismatch with ErrOptionsMismatch); every other option is local to the
+// compute node and may differ between compute nodes.
 type Options struct {
 	// Name identifies the tree in the pool (default "smart"). Compute nodes
 	// opening the same name share one tree.
@@ -20,7 +24,9 @@ type Options struct {
 	// Figure 4.14; each one really changes the protocol.
 
 	// LockedInternal uses ROWEX-like locked internal nodes instead of the
-	// lock-free ones.
+	// lock-free ones. The variant is recorded in the tree when it is
+	// created: its locked inserters fill slots with plain WRITEs that
+	// lock-free inserters would race with.
 	LockedInternal bool
 	// OutOfPlaceLeaves updates every leaf out of place (RCU: write a new leaf,
 	// CAS the parent slot to it) instead of in place, so every update changes

@@ -3,6 +3,7 @@ package smart
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/dmindex/dmindex/remote"
@@ -15,12 +16,27 @@ import (
 // moved node's header or reverse pointer before Put returns; an existing
 // key is updated in place under the leaf's rear lock in two round trips
 // (docs/smart-protocol.md).
+//
+// It fails with ErrValueTooLarge if the value exceeds MaxValueLen or if
+// its leaf (24 bytes, the key, the value and the 8-byte lock, rounded up to
+// a size class) would be larger than a memory node (remote.Config.NodeBytes),
+// and with remote.ErrOutOfMemory if no memory node has room for what it
+// needs (a new leaf, also for an update that outgrows its leaf or under
+// Options.OutOfPlaceLeaves, or new nodes). A Put that fails has not stored
+// the pair and the old value stays, with two exceptions where it may have
+// been stored: an error wrapping ErrClosed (the pool closed in the middle),
+// and the context's error of a Put whose write was combined into another
+// client's (read delegation and write combining) after that client had
+// taken its value.
 func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
 	if len(value) > MaxValueLen {
 		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValueLen)
+	}
+	if n := classBytes(classFor(leafPayload(len(key), len(value)))); int64(n) > t.nodeBytes {
+		return fmt.Errorf("%w: its leaf of %d bytes exceeds a memory node (%d bytes)", ErrValueTooLarge, n, t.nodeBytes)
 	}
 	s, err := t.session()
 	if err != nil {
@@ -175,28 +191,25 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte) 
 func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, value []byte) (bool, cursor, error) {
 	old := cur.sl
 	class := classFor(leafPayload(len(key), len(value)))
-	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
+	na, err := s.allocNear(ctx, cur.addr.MN(), classBytes(class))
 	if err != nil {
-		return false, cur, s.unlock(ctx, old, meta)
+		// No memory node has room: nothing changed; give the leaf back and
+		// fail (a retry would find the same leaf and the same shortage).
+		return false, cur, errors.Join(err, s.unlock(ctx, old, meta))
 	}
 	s.img = leafImage(s.img, cur.addr, key, value, class)
 	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
-	if old.addr().MN() != cur.addr.MN() {
-		if err := s.do(ctx, ops); err != nil {
-			return false, cur, err
-		}
-		ops = s.batch()
-	}
 	for {
-		ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
-		if err := s.do(ctx, ops); err != nil {
+		ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
+		if err != nil {
 			return false, cur, err
 		}
 		got := slot(ops[len(ops)-1].Old)
 		if got == cur.sl {
 			return true, cur, s.retire(ctx, old)
 		}
-		// A leaf split moved the locked leaf deeper: find its new slot.
+		// A leaf split moved the locked leaf deeper: find its new slot, which
+		// may be on another memory node than the new leaf.
 		next, err := s.relocate(ctx, cur.with(got), old)
 		if err != nil {
 			if uerr := s.unlock(ctx, old, meta); uerr != nil {
@@ -248,17 +261,18 @@ func (s *session) relocate(ctx context.Context, from cursor, leaf slot) (cursor,
 }
 
 // installLeaf replaces a tombstone slot with a new leaf, written on the
-// slot's memory node in the same batch as the CAS that links it.
+// slot's memory node in the same batch as the CAS that links it (or, if that
+// node is full, on another one in a round trip of its own).
 func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
 	class := classFor(leafPayload(len(key), len(value)))
-	na, err := s.c.AllocOn(ctx, cur.addr.MN(), classBytes(class), addrAlign)
+	na, err := s.allocNear(ctx, cur.addr.MN(), classBytes(class))
 	if err != nil {
 		return false, cur, err
 	}
 	s.img = leafImage(s.img, cur.addr, key, value, class)
-	ops := append(s.batch(), remote.Write(na, s.img),
+	ops, err := s.link(ctx, append(s.batch(), remote.Write(na, s.img)),
 		remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
-	if err := s.do(ctx, ops); err != nil {
+	if err != nil {
 		return false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {

@@ -35,8 +35,9 @@ type session struct {
 	entry     *artcache.Entry
 	entryPlen int
 	slotWords [256]uint64
-	retries   int // re-reads in the current attempt
-	flagWaits int // waits for other splits in the current operation
+	retries   int      // re-reads in the current attempt
+	flagWaits int      // waits for other splits in the current operation
+	full      []noRoom // per memory node: allocations it refused (allocNear)
 
 	// The current operation, for the RDWC callbacks (built once per
 	// session, so an operation allocates no closure).

@@ -59,7 +59,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	n := &s.node
 	b := s.enc[d.pos]
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.c.AllocOn(ctx, n.addr.MN(), classBytes(class), addrAlign)
+	la, err := s.allocNear(ctx, n.addr.MN(), classBytes(class))
 	if err != nil {
 		return false, d.cur, err
 	}
@@ -68,8 +68,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	want := leafSlot(b, class, la)
 	ops := append(s.batch(), remote.Write(la, s.img))
 	for ; j < 256; j++ {
-		ops = append(ops, remote.CAS(n.slotAddr(j), 0, uint64(want)))
-		if err := s.do(ctx, ops); err != nil {
+		if ops, err = s.link(ctx, ops, remote.CAS(n.slotAddr(j), 0, uint64(want))); err != nil {
 			return false, d.cur, err
 		}
 		got := slot(ops[len(ops)-1].Old)
@@ -91,7 +90,8 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 			return false, cursor{addr: n.slotAddr(j), sl: got, depth: d.pos + 1, level: d.cur.level + 1, node: n.addr}, nil
 		}
 		// Slot j went to another partial key: fix the leaf's reverse pointer
-		// and try the next slot in the same round trip.
+		// and try the next slot (in the same round trip if the leaf is on
+		// the node's memory node).
 		s.img = putWord(s.img[:0], uint64(n.slotAddr(j+1)))
 		ops = append(s.batch(), remote.Write(la.Add(leafRevOff), s.img[:8]))
 	}
@@ -144,14 +144,14 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	}
 	mn := first.MN()
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.c.AllocOn(ctx, mn, classBytes(class), addrAlign)
+	la, err := s.allocNear(ctx, mn, classBytes(class))
 	if err != nil {
 		return false, cur, err
 	}
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
 	node, rev, d := first, cur.addr, cur.depth
 	for range chain {
-		next, err := s.c.AllocOn(ctx, mn, nodeAllocBytes, addrAlign)
+		next, err := s.allocNear(ctx, mn, nodeAllocBytes)
 		if err != nil {
 			return false, cur, err
 		}
@@ -190,11 +190,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		return false, cur, s.waitMoving(ctx, revAddr)
 	}
 	mark := remote.CAS(revAddr, uint64(revOld), uint64(revOld|revMoving))
-	same := true
-	for i := range ops {
-		same = same && ops[i].Addr.MN() == cur.addr.MN()
-	}
-	if same {
+	if onNode(ops, cur.addr.MN()) {
 		s.lockOps[0] = mark
 		if err := s.c.Do(ctx, s.lockOps[:1]); err != nil {
 			return false, cur, err
@@ -266,7 +262,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 		return false, cur, err
 	}
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.c.AllocOn(ctx, ma.MN(), classBytes(class), addrAlign)
+	la, err := s.allocNear(ctx, ma.MN(), classBytes(class))
 	if err != nil {
 		return false, cur, err
 	}

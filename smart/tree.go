@@ -19,6 +19,7 @@ type Tree struct {
 	cn          *remote.ComputeNode
 	opts        Options
 	rootSlot    remote.Addr
+	nodeBytes   int64 // size of a memory node: no leaf may be larger
 	retryBudget int
 	closed      atomic.Bool
 	rd          *rdwc.Table // read delegation and write combining
@@ -33,14 +34,37 @@ type Tree struct {
 var _ Index = (*Tree)(nil)
 
 // The named region of a tree: word 0 is the root slot, word 1 the format
-// magic.
+// word: the format magic in its low 56 bits and the protocol variant in its
+// top byte. Compute nodes whose protocols would break each other (a locked
+// inserter WRITEs a slot that lock-free inserters CAS) cannot open one tree.
 const (
-	regionBytes = 64
-	formatMagic = 0x3176_5452_414d_53 // "SMARTv1"
+	regionBytes           = 64
+	formatMagic           = 0x3176_5452_414d_53 // "SMARTv1"
+	formatMagicMask       = 1<<56 - 1
+	variantLockedInternal = 1 << 56
 )
 
+// formatWord returns the format word of a tree opened with opts.
+func formatWord(opts Options) uint64 {
+	w := uint64(formatMagic)
+	if opts.LockedInternal {
+		w |= variantLockedInternal
+	}
+	return w
+}
+
+// variantName names the protocol variant of a format word.
+func variantName(w uint64) string {
+	if w&variantLockedInternal != 0 {
+		return "locked internal nodes (LockedInternal)"
+	}
+	return "lock-free internal nodes"
+}
+
 // Open opens the tree named opts.Name in cn's pool, creating it if needed.
-// Trees opened under one name on several compute nodes are one tree.
+// Trees opened under one name on several compute nodes are one tree; they
+// must agree on Options.LockedInternal (the protocol variant, recorded in
+// the tree when it is created), or Open fails with ErrOptionsMismatch.
 func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if opts.Name == "" {
 		opts.Name = "smart"
@@ -67,6 +91,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
 	t.rootSlot = region
+	t.nodeBytes = p.Config().NodeBytes
 	if err := s.initRoot(ctx, region); err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
@@ -78,12 +103,16 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 // slot in the named region carries its type.
 func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 	magic := region.Add(8)
-	old, err := s.c.CAS(ctx, magic, 0, formatMagic)
-	if err != nil {
+	want := formatWord(s.t.opts)
+	old, err := s.c.CAS(ctx, magic, 0, want)
+	switch {
+	case err != nil:
 		return err
-	}
-	if old != 0 && old != formatMagic {
+	case old == 0 || old == want:
+	case old&formatMagicMask != formatMagic:
 		return fmt.Errorf("%w: region holds another structure (magic %#x)", ErrCorrupt, old)
+	default:
+		return fmt.Errorf("%w: the tree uses %s, these options %s", ErrOptionsMismatch, variantName(old), variantName(want))
 	}
 	w, err := s.readWord(ctx, region)
 	if err != nil || w != 0 {

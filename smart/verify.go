@@ -10,7 +10,8 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-// Verify walks the whole remote tree and checks every invariant: header
+// Verify walks the whole remote tree and checks every invariant: the format
+// word (magic and protocol variant) matching this tree's options, header
 // depths and prefixes consistent with the path, node types covering every
 // used slot (and the parent slot's type never ahead of the header's), at
 // most one slot per partial key, reverse pointers, leaf checksums, valid
@@ -24,6 +25,13 @@ func (t *Tree) Verify(ctx context.Context) error {
 		return err
 	}
 	defer t.release(s)
+	w, err := s.readWord(ctx, t.rootSlot.Add(8))
+	if err != nil {
+		return wrapRemote(err)
+	}
+	if w != formatWord(t.opts) {
+		return corruptf("format word %#x, want %#x", w, formatWord(t.opts))
+	}
 	root, err := s.root(ctx)
 	if err != nil {
 		return err

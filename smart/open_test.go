@@ -1,0 +1,45 @@
+package smart
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// TestOpenOptionsMismatch opens one tree on two compute nodes with
+// different options: only the protocol variant (LockedInternal) must agree,
+// every other option is the compute node's own business.
+func TestOpenOptionsMismatch(t *testing.T) {
+	tests := []struct {
+		name          string
+		first, second Options
+		want          error
+	}{
+		{"lock-free then locked", Options{}, Options{LockedInternal: true}, ErrOptionsMismatch},
+		{"locked then lock-free", Options{LockedInternal: true}, Options{}, ErrOptionsMismatch},
+		{"locked twice", Options{LockedInternal: true}, Options{LockedInternal: true}, nil},
+		{"local switches", Options{}, Options{OutOfPlaceLeaves: true, SeparateLock: true, NoReadDelegation: true,
+			NoWriteCombining: true, HashCache: true, CacheBytes: -1, RetryBudget: 3}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, p := newTree(t, remote.Config{}, tc.first)
+			ctx := context.Background()
+			if err := tr.Put(ctx, []byte("k"), []byte("v")); err != nil {
+				t.Fatal(err)
+			}
+			tr2, err := Open(p.NewComputeNode(), tc.second)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("second Open: %v, want %v", err, tc.want)
+			}
+			if err != nil {
+				return
+			}
+			if v, ok, err := tr2.Get(ctx, []byte("k")); err != nil || !ok || string(v) != "v" {
+				t.Fatalf("Get on the second compute node: %q, %v, %v", v, ok, err)
+			}
+		})
+	}
+}

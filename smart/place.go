@@ -1,0 +1,80 @@
+package smart
+
+import (
+	"context"
+	"errors"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Placement and publication of new objects (docs/smart-protocol.md, I3).
+//
+// A new object goes to the memory node of the slot that will link it while
+// that node can allocate: its WRITE and the linking CAS then share one
+// batch, and verbs to one memory node execute in posting order. When that
+// node is full, the object goes to another memory node with room
+// (round-robin, skipping full ones), and its WRITE completes in a round trip
+// of its own before the CAS is posted: verbs to different memory nodes are
+// not ordered, neither by RDMA nor by the simulator's Skew mode. link makes
+// that choice for every publish.
+
+// allocNear allocates n bytes, 64-byte aligned, for an object that a slot
+// on memory node mn will link: on mn if it has room, else on another memory
+// node. It fails with remote.ErrOutOfMemory only when no memory node has
+// room.
+func (s *session) allocNear(ctx context.Context, mn, n int) (remote.Addr, error) {
+	if s.full == nil {
+		s.full = make([]noRoom, s.c.Pool().MemoryNodes())
+	}
+	h := &s.full[mn]
+	if h.size == 0 || n < h.size || h.skips >= maxRoomSkips {
+		a, err := s.c.AllocOn(ctx, mn, n, addrAlign)
+		switch {
+		case err == nil:
+			if h.skips >= maxRoomSkips {
+				*h = noRoom{}
+			}
+			return a, nil
+		case !errors.Is(err, remote.ErrOutOfMemory):
+			return 0, err
+		}
+		*h = noRoom{size: n}
+	} else {
+		h.skips++
+	}
+	return s.c.AllocOn(ctx, -1, n, addrAlign)
+}
+
+// noRoom remembers the smallest allocation a memory node refused the
+// session's client, so that objects of that size or larger skip the node
+// instead of paying a failing allocation RPC each. Memory may come back
+// (reuse), so the node is tried again after maxRoomSkips skips.
+type noRoom struct{ size, skips int }
+
+const maxRoomSkips = 64
+
+// onNode reports whether every verb of ops goes to memory node mn.
+func onNode(ops []remote.Op, mn int) bool {
+	for i := range ops {
+		if ops[i].Addr.MN() != mn {
+			return false
+		}
+	}
+	return true
+}
+
+// link executes ops, the writes (and marks) that pub publishes, then pub,
+// whose verbs all go to one memory node: in one batch if every verb of ops
+// goes to that node too (posting order), otherwise ops first, in a round
+// trip of their own. It returns the batch that executed pub, pub's verbs
+// last.
+func (s *session) link(ctx context.Context, ops []remote.Op, pub ...remote.Op) ([]remote.Op, error) {
+	if !onNode(ops, pub[0].Addr.MN()) {
+		if err := s.do(ctx, ops); err != nil {
+			return ops, err
+		}
+		ops = s.batch()
+	}
+	ops = append(ops, pub...)
+	return ops, s.do(ctx, ops)
+}

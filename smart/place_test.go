@@ -1,0 +1,179 @@
+package smart
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// fillNode allocates everything memory node mn has left, with a client of
+// its own, so that every later allocation on mn fails.
+func fillNode(t testing.TB, p *remote.Pool, mn int) {
+	t.Helper()
+	c := p.NewComputeNode().NewClient()
+	for _, n := range []int{64 << 10, 4096, 64} {
+		for {
+			_, err := c.AllocOn(context.Background(), mn, n, 64)
+			if errors.Is(err, remote.ErrOutOfMemory) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// placeKey is the 1-byte key i: the leaves of such keys hang off the root.
+func placeKey(i int) []byte { return []byte{byte(i)} }
+
+func placeValue(i, n int) []byte { return bytes.Repeat([]byte{byte(i)}, n) }
+
+// TestPlacementFallsBack fills the memory node of the root (memory node 0)
+// and then inserts, updates and re-inserts keys whose leaves hang off the
+// root: each new leaf must go to memory node 1, which has room, instead of
+// failing with ErrOutOfMemory.
+func TestPlacementFallsBack(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, opts := range []Options{{}, {LockedInternal: true}} {
+		t.Run(fmt.Sprintf("locked=%v", opts.LockedInternal), func(t *testing.T) {
+			tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 2 << 20, ChunkBytes: 16 << 10}, opts)
+			want := map[string][]byte{}
+			put := func(k, v []byte) {
+				t.Helper()
+				if err := tr.Put(ctx, k, v); err != nil {
+					t.Fatalf("Put(%x, %d bytes) with memory node 0 full: %v (memory used %v)", k, len(v), err, p.MemoryUsed())
+				}
+				want[string(k)] = v
+			}
+			for i := range 64 {
+				put(placeKey(i), placeValue(i, 8))
+			}
+			fillNode(t, p, 0)
+			before := p.MemoryUsed()[1]
+			steps := []struct {
+				name string
+				run  func()
+			}{
+				{"insert into a node", func() {
+					for i := 64; i < 192; i++ {
+						put(placeKey(i), placeValue(i, 1000))
+					}
+				}},
+				{"update that outgrows its leaf", func() {
+					for i := range 64 {
+						put(placeKey(i), placeValue(i, 2000))
+					}
+				}},
+				{"re-insert over a tombstone", func() {
+					for i := 64; i < 128; i++ {
+						if found, err := tr.Delete(ctx, placeKey(i)); !found || err != nil {
+							t.Fatalf("Delete(%d) = %v, %v", i, found, err)
+						}
+						put(placeKey(i), placeValue(i, 1500))
+					}
+				}},
+				{"leaf split", func() {
+					for i := range 64 {
+						put(append(placeKey(i), 'x'), placeValue(i, 1000))
+					}
+				}},
+			}
+			for _, st := range steps {
+				st.run()
+				if err := tr.Verify(ctx); err != nil {
+					t.Fatalf("%s: %v", st.name, err)
+				}
+			}
+			for k, v := range want {
+				if got, ok, err := tr.Get(ctx, []byte(k)); err != nil || !ok || !bytes.Equal(got, v) {
+					t.Fatalf("Get(%x) = %d bytes, %v, %v; want %d bytes", k, len(got), ok, err, len(v))
+				}
+			}
+			if used := p.MemoryUsed()[1] - before; used < 128*1024 {
+				t.Fatalf("memory node 1 took only %d bytes", used)
+			}
+		})
+	}
+}
+
+// TestPlacementPublishedComplete inserts keys whose parent node's memory
+// node is full, so their leaves go to the other memory node, while
+// watchers walk the tree: with verbs to different memory nodes unordered
+// (Skew mode), no watcher may see a leaf linked before it is written (I3).
+func TestPlacementPublishedComplete(t *testing.T) {
+	seed := testSeed(t)
+	trials := 20
+	if testing.Short() {
+		trials = 8
+	}
+	for trial := range trials {
+		if msg := placeWatched(t, seed+uint64(trial)); msg != "" {
+			t.Fatalf("trial %d: %s", trial, msg)
+		}
+	}
+}
+
+// placeWatched runs one trial of TestPlacementPublishedComplete and returns
+// what the watchers saw wrong.
+func placeWatched(t *testing.T, seed uint64) string {
+	ctx := context.Background()
+	p := skewPool(t, seed, 2<<20)
+	tr, err := Open(p.NewComputeNode(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillNode(t, p, 0)
+	const inserters, per = 4, 16
+	var stop atomic.Bool
+	var running atomic.Int32
+	running.Store(inserters)
+	var problem string
+	for g := range inserters {
+		p.Go(func() {
+			defer func() { stop.Store(running.Add(-1) == 0) }()
+			for i := range per {
+				k := placeKey(g*per + i + 1)
+				if err := tr.Put(ctx, k, placeValue(i, 100)); err != nil {
+					problem = fmt.Sprintf("Put(%x): %v", k, err)
+					return
+				}
+			}
+		})
+	}
+	for range watchers / 2 {
+		s, done := tr.newSession(), map[slot]bool{}
+		p.Go(func() {
+			for !stop.Load() {
+				msg, err := unpublished(ctx, s, done)
+				if err != nil {
+					msg = err.Error()
+				}
+				if msg != "" {
+					problem = msg
+					return
+				}
+			}
+		})
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if problem != "" {
+		return problem
+	}
+	if err := tr.Verify(ctx); err != nil {
+		return err.Error()
+	}
+	if sh := treeShape(t, tr); sh.leaves != inserters*per {
+		return fmt.Sprintf("%d leaves, want %d", sh.leaves, inserters*per)
+	}
+	return ""
+}
