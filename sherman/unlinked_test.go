@@ -46,10 +46,10 @@ func TestPutStoredDespiteSeparatorFailure(t *testing.T) {
 	// there: the leaf split gets the page, the parent's split nothing.
 	page := tr.g.pageBytes
 	filler := p.NewComputeNode().NewClient()
-	if _, err := filler.AllocOn(ctx, 0, int(nodeBytes-p.MemoryUsed()[0])-page-lineBytes, lineBytes); err != nil {
+	if _, err := filler.AllocOn(ctx, 0, int(nodeBytes-memoryUsed(t, p)[0])-page-lineBytes, lineBytes); err != nil {
 		t.Fatal(err)
 	}
-	if left := nodeBytes - int(p.MemoryUsed()[0]); left < page || left >= 2*page {
+	if left := nodeBytes - int(memoryUsed(t, p)[0]); left < page || left >= 2*page {
 		t.Fatalf("%d bytes left, want one page of %d", left, page)
 	}
 	held, err := tr.session(ctx)
@@ -97,4 +97,14 @@ func TestPutStoredDespiteSeparatorFailure(t *testing.T) {
 	if _, ok, err := tr.Get(ctx, ikey(k)); ok || err != nil {
 		t.Fatalf("the Put that failed with ErrOutOfMemory is stored (%v, %v)", ok, err)
 	}
+}
+
+// memoryUsed returns p.MemoryUsed, failing the test on error.
+func memoryUsed(t testing.TB, p *remote.Pool) []uint64 {
+	t.Helper()
+	used, err := p.MemoryUsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return used
 }

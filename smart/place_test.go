@@ -49,7 +49,7 @@ func TestPlacementFallsBack(t *testing.T) {
 			put := func(k, v []byte) {
 				t.Helper()
 				if err := tr.Put(ctx, k, v); err != nil {
-					t.Fatalf("Put(%x, %d bytes) with memory node 0 full: %v (memory used %v)", k, len(v), err, p.MemoryUsed())
+					t.Fatalf("Put(%x, %d bytes) with memory node 0 full: %v (memory used %v)", k, len(v), err, memoryUsed(t, p))
 				}
 				want[string(k)] = v
 			}
@@ -57,7 +57,7 @@ func TestPlacementFallsBack(t *testing.T) {
 				put(placeKey(i), placeValue(i, 8))
 			}
 			fillNode(t, p, 0)
-			before := p.MemoryUsed()[1]
+			before := memoryUsed(t, p)[1]
 			steps := []struct {
 				name string
 				run  func()
@@ -97,7 +97,7 @@ func TestPlacementFallsBack(t *testing.T) {
 					t.Fatalf("Get(%x) = %d bytes, %v, %v; want %d bytes", k, len(got), ok, err, len(v))
 				}
 			}
-			if used := p.MemoryUsed()[1] - before; used < 128*1024 {
+			if used := memoryUsed(t, p)[1] - before; used < 128*1024 {
 				t.Fatalf("memory node 1 took only %d bytes", used)
 			}
 		})
@@ -176,4 +176,14 @@ func placeWatched(t *testing.T, seed uint64) string {
 		return fmt.Sprintf("%d leaves, want %d", sh.leaves, inserters*per)
 	}
 	return ""
+}
+
+// memoryUsed returns p.MemoryUsed, failing the test on error.
+func memoryUsed(t testing.TB, p *remote.Pool) []uint64 {
+	t.Helper()
+	used, err := p.MemoryUsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return used
 }
