@@ -10,7 +10,8 @@ import (
 // key's leaf slot in place (one entry WRITE coalesced with the unlock);
 // pages are never merged or freed, and free slots are reused by later
 // inserts into the same leaf.
-func (t *Tree) Delete(ctx context.Context, key []byte) (bool, error) {
+func (t *Tree) Delete(ctx context.Context, key []byte) (_ bool, err error) {
+	defer func() { err = closedError(err) }()
 	if err := t.checkKey(key); err != nil {
 		return false, err
 	}

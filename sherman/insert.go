@@ -27,7 +27,8 @@ import (
 // fails (out of memory, retry budget), Put still returns nil: the new leaf
 // is reached through its left sibling (B-link) and counted in
 // Stats.UnlinkedSplits.
-func (t *Tree) Put(ctx context.Context, key, value []byte) error {
+func (t *Tree) Put(ctx context.Context, key, value []byte) (err error) {
+	defer func() { err = closedError(err) }()
 	if err := t.checkKey(key); err != nil {
 		return err
 	}

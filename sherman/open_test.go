@@ -53,3 +53,36 @@ func TestOpenLockTableSize(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenNilComputeNode: Open(nil) is an error, not a panic.
+func TestOpenNilComputeNode(t *testing.T) {
+	if _, err := Open(nil, Options{}); !errors.Is(err, remote.ErrBadRequest) {
+		t.Fatalf("Open(nil) = %v, want remote.ErrBadRequest", err)
+	}
+}
+
+// TestPoolClosedIsErrClosed: after the pool closes, Sherman's errors
+// satisfy errors.Is(err, smart.ErrClosed), as SMART's do.
+func TestPoolClosedIsErrClosed(t *testing.T) {
+	p, err := remote.NewPool(remote.Config{NodeBytes: 1 << 22})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(p.NewComputeNode(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	ctx := context.Background()
+	if err := tr.Put(ctx, []byte("k"), []byte("v")); !errors.Is(err, smart.ErrClosed) || !errors.Is(err, remote.ErrClosed) {
+		t.Errorf("Put after pool.Close = %v", err)
+	}
+	if _, _, err := tr.Get(ctx, []byte("k")); !errors.Is(err, smart.ErrClosed) {
+		t.Errorf("Get after pool.Close = %v", err)
+	}
+	for _, err := range tr.Scan(ctx, nil, nil) {
+		if !errors.Is(err, smart.ErrClosed) {
+			t.Errorf("Scan after pool.Close = %v", err)
+		}
+	}
+}

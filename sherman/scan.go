@@ -33,13 +33,13 @@ func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, erro
 		}
 		s, err := t.session(ctx)
 		if err != nil {
-			yield(smart.KV{}, err)
+			yield(smart.KV{}, closedError(err))
 			return
 		}
 		defer t.release(s)
 		sc := scanner{s: s, lo: lo, hi: hi, yield: yield}
 		if err := sc.run(); err != nil {
-			yield(smart.KV{}, err)
+			yield(smart.KV{}, closedError(err))
 		}
 	}
 }

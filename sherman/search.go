@@ -10,7 +10,8 @@ import (
 
 // Get returns the value stored under key. A cached search reads one leaf in
 // one round trip; a leaf torn by a concurrent writer is read again.
-func (t *Tree) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
+func (t *Tree) Get(ctx context.Context, key []byte) (_ []byte, _ bool, err error) {
+	defer func() { err = closedError(err) }()
 	if err := t.checkKey(key); err != nil {
 		return nil, false, err
 	}

@@ -55,6 +55,9 @@ const (
 // tree exists with another geometry or LockTableSize) or those of package
 // remote.
 func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
+	if cn == nil {
+		return nil, fmt.Errorf("sherman: Open: %w: nil compute node", remote.ErrBadRequest)
+	}
 	opts, err := opts.normalized()
 	if err != nil {
 		return nil, err
@@ -276,6 +279,15 @@ func (s *session) retry(cause string, a remote.Addr) error {
 		return fmt.Errorf("sherman: %s at %v after %d retries: %w", cause, a, s.t.opts.RetryBudget, smart.ErrContention)
 	}
 	return nil
+}
+
+// closedError makes an error of a closed pool also satisfy
+// errors.Is(err, smart.ErrClosed), as SMART's do.
+func closedError(err error) error {
+	if errors.Is(err, remote.ErrClosed) && !errors.Is(err, smart.ErrClosed) {
+		return fmt.Errorf("%w: %w", smart.ErrClosed, err)
+	}
+	return err
 }
 
 // corrupt returns an error wrapping smart.ErrCorrupt.

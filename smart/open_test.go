@@ -43,3 +43,10 @@ func TestOpenOptionsMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenNilComputeNode: Open(nil) is an error, not a panic.
+func TestOpenNilComputeNode(t *testing.T) {
+	if _, err := Open(nil, Options{}); !errors.Is(err, remote.ErrBadRequest) {
+		t.Fatalf("Open(nil) = %v, want remote.ErrBadRequest", err)
+	}
+}

@@ -66,6 +66,9 @@ func variantName(w uint64) string {
 // must agree on Options.LockedInternal (the protocol variant, recorded in
 // the tree when it is created), or Open fails with ErrOptionsMismatch.
 func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
+	if cn == nil {
+		return nil, fmt.Errorf("smart: Open: %w: nil compute node", remote.ErrBadRequest)
+	}
 	if opts.Name == "" {
 		opts.Name = "smart"
 	}
