@@ -193,8 +193,9 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 	class := classFor(leafPayload(len(key), len(value)))
 	na, err := s.allocNear(ctx, cur.addr.MN(), classBytes(class))
 	if err != nil {
-		// No memory node has room: nothing changed; give the leaf back and
-		// fail (a retry would find the same leaf and the same shortage).
+		// No memory node has room (or the pool closed): nothing changed;
+		// give the leaf back and fail, since a retry would find the same
+		// leaf and the same shortage.
 		return false, cur, errors.Join(err, s.unlock(ctx, old, meta))
 	}
 	s.img = leafImage(s.img, cur.addr, key, value, class)

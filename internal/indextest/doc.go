@@ -51,9 +51,10 @@
 //     concurrent with writers, many clients inserting into an empty index,
 //     and a mixed workload checked against per-key knowledge.
 //   - RunSim: the mixed workload with hundreds of simulated clients in both
-//     ordering modes of the simulator (remote.InOrder, remote.Strict),
-//     checked per key and by linearizability, and the determinism of a
-//     simulated run.
+//     ordering modes of the simulator (remote.InOrder, remote.Strict) and
+//     in Skew mode (remote.SimConfig.Skew: verbs of one batch to different
+//     memory nodes land in either order), checked per key and by
+//     linearizability, and the determinism of a simulated run.
 //   - RunLinearizable: histories of concurrent Get, Put and Delete on a
 //     small hot key set, checked with porcupine, in local mode and in the
 //     simulator.

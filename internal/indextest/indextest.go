@@ -174,10 +174,25 @@ func localConfig() remote.Config {
 	return remote.Config{MemoryNodes: 2, NodeBytes: poolNodeBytes, ChunkBytes: poolChunkBytes}
 }
 
-// simConfig is the pool configuration of simulated tests.
-func simConfig(o remote.Ordering, seed uint64) remote.Config {
+// simMode is one configuration of the simulator the battery runs in.
+type simMode struct {
+	name     string
+	ordering remote.Ordering
+	skew     time.Duration // remote.SimConfig.Skew
+}
+
+// simModes are both byte orderings, and Strict in Skew mode, where verbs of
+// one batch to different memory nodes land in either order.
+var simModes = []simMode{
+	{"inorder", remote.InOrder, 0},
+	{"strict", remote.Strict, 0},
+	{"skew", remote.Strict, 10 * time.Microsecond},
+}
+
+// config is the pool configuration of simulated tests in mode m.
+func (m simMode) config(seed uint64) remote.Config {
 	c := localConfig()
-	c.Sim = &remote.SimConfig{Ordering: o, Seed: seed}
+	c.Sim = &remote.SimConfig{Ordering: m.ordering, Skew: m.skew, Seed: seed}
 	return c
 }
 

@@ -118,15 +118,14 @@ func checkLinearizable(t testing.TB, history []porcupine.Operation, what string)
 // keys (some of them prefixes of others) from goroutines on several compute
 // nodes and checks with porcupine that the history is linearizable (per
 // key), in local mode (timestamps from a shared counter) and in the
-// simulator in both ordering modes (timestamps from the pool's virtual
-// clock). Each run ends with a Get of every hot key and a full scan that must
+// simulator in both ordering modes and in Skew mode (timestamps from the
+// pool's virtual clock). Each run ends with a Get of every hot key and a full scan that must
 // agree with it, and Verify.
 func RunLinearizable(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	type mode struct {
 		name      string
-		sim       bool
-		ordering  remote.Ordering
+		sim       *simMode
 		cns, per  int
 		ops       int
 		shortOps  int
@@ -135,8 +134,10 @@ func RunLinearizable(t *testing.T, tg Target) {
 	}
 	modes := []mode{
 		{name: "local", cns: 3, per: 6, ops: 500, shortCNs: 2, shortPers: 4, shortOps: 150},
-		{name: "sim-inorder", sim: true, ordering: remote.InOrder, cns: 2, per: 8, ops: 300, shortCNs: 2, shortPers: 6, shortOps: 50},
-		{name: "sim-strict", sim: true, ordering: remote.Strict, cns: 2, per: 8, ops: 300, shortCNs: 2, shortPers: 6, shortOps: 50},
+	}
+	for i := range simModes {
+		modes = append(modes, mode{name: "sim-" + simModes[i].name, sim: &simModes[i], cns: 2, per: 8, ops: 300,
+			shortCNs: 2, shortPers: 6, shortOps: 50})
 	}
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
@@ -147,8 +148,8 @@ func RunLinearizable(t *testing.T, tg Target) {
 			}
 			var pool *remote.Pool
 			var clock func() int64
-			if m.sim {
-				pool = newPool(t, simConfig(m.ordering, seed))
+			if m.sim != nil {
+				pool = newPool(t, m.sim.config(seed))
 				clock = func() int64 { return int64(pool.Now()) }
 			} else {
 				pool = newPool(t, tg.realConfig())

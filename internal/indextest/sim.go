@@ -11,8 +11,10 @@ import (
 
 // RunSim runs the battery's concurrent workloads in the deterministic
 // simulator (remote.Config.Sim), in both ordering modes (remote.InOrder and
-// remote.Strict), with hundreds of simulated clients (4 compute nodes × 64
-// goroutines; 4 × 32 under -short):
+// remote.Strict) and in Strict with Skew (remote.SimConfig.Skew: verbs of
+// one batch to different memory nodes land in either order), with hundreds
+// of simulated clients (4 compute nodes × 64 goroutines; 4 × 32 under
+// -short):
 //
 //   - mixed: the mixed workload (own key ranges checked exactly, reads of
 //     other goroutines' keys, a stable range, hot keys checked by
@@ -31,10 +33,10 @@ func RunSim(t *testing.T, tg Target) {
 	if testing.Short() {
 		cns, per, ops = 4, 32, 25
 	}
-	for _, o := range []remote.Ordering{remote.InOrder, remote.Strict} {
-		t.Run("mixed-"+o.String(), func(t *testing.T) {
+	for _, m := range simModes {
+		t.Run("mixed-"+m.name, func(t *testing.T) {
 			seed := seedFor(t)
-			pool := newPool(t, simConfig(o, seed))
+			pool := newPool(t, m.config(seed))
 			// Few hot operations per client: with hundreds of clients the
 			// hot keys stay busy, but each key sees only a few operations at
 			// once, which keeps the linearizability check tractable.
@@ -48,9 +50,9 @@ func RunSim(t *testing.T, tg Target) {
 				cns*per, out.ops, out.contention, pool.Now(), out.stats.RoundTrips)
 			checkLinearizable(t, out.history, "hot keys")
 		})
-		t.Run("empty-start-"+o.String(), func(t *testing.T) {
+		t.Run("empty-start-"+m.name, func(t *testing.T) {
 			seed := seedFor(t)
-			pool := newPool(t, simConfig(o, seed))
+			pool := newPool(t, m.config(seed))
 			rounds := 3
 			if testing.Short() {
 				rounds = 1
@@ -65,7 +67,7 @@ func RunSim(t *testing.T, tg Target) {
 	t.Run("determinism", func(t *testing.T) {
 		seed := seedFor(t)
 		run := func() (mixedRun, string) {
-			pool := newPool(t, simConfig(remote.Strict, seed))
+			pool := newPool(t, simModes[1].config(seed))
 			w := &workload{tg: tg, perCN: 16, ops: 30, ownKeys: 8, hot: 4, hotPct: 10, stable: 40, seed: seed,
 				clock: func() int64 { return int64(pool.Now()) }}
 			out := runMixed(t.Context(), tg, pool, "idx", w, 2)
