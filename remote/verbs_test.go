@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -407,5 +408,21 @@ func TestNamed(t *testing.T) {
 				t.Fatalf("Named(other) = %v, %v", b, err)
 			}
 		})
+	}
+}
+
+// TestNewPoolTooLarge: memory nodes the machine cannot map are an error,
+// never a fallback that exhausts memory; a bad size names the value given.
+func TestNewPoolTooLarge(t *testing.T) {
+	p, err := NewPool(Config{MemoryNodes: 4, NodeBytes: 1 << 46})
+	if err == nil {
+		p.Close() // the kernel mapped 256 TiB lazily: nothing to refuse here
+		t.Skip("this kernel maps 4 × 64 TiB")
+	}
+	if !errors.Is(err, ErrOutOfMemory) {
+		t.Fatalf("NewPool of 4 × 64 TiB: %v, want ErrOutOfMemory", err)
+	}
+	if _, err := NewPool(Config{NodeBytes: -1}); err == nil || !strings.Contains(err.Error(), "NodeBytes -1") {
+		t.Fatalf("NewPool with NodeBytes -1: %v", err)
 	}
 }
