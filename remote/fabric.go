@@ -33,6 +33,9 @@ type fabricConn struct {
 	conn *fabric.Conn
 }
 
+// fabricKinds translates verb kinds (validated before exec).
+var fabricKinds = [...]fabric.OpKind{OpRead: fabric.OpRead, OpWrite: fabric.OpWrite, OpCAS: fabric.OpCAS, OpFAA: fabric.OpFAA}
+
 // fabricClient is a client's scratch for translating batches.
 type fabricClient struct {
 	ops []fabric.Op
@@ -124,7 +127,7 @@ func (t *fabricTransport) exec(_ context.Context, c *Client, ops []Op, _ bool) e
 			if o.Addr.IsOnChip() {
 				r = t.eps[mn].Regions[1]
 			}
-			fc.ops = append(fc.ops, fabric.Op{Kind: fabric.OpKind(o.Kind), Region: fabric.Region{Base: r[0], Key: r[1], Len: r[2]},
+			fc.ops = append(fc.ops, fabric.Op{Kind: fabricKinds[o.Kind], Region: fabric.Region{Base: r[0], Key: r[1], Len: r[2]},
 				Off: o.Addr.Offset(), Buf: o.Buf, Compare: o.Compare, Swap: o.Swap})
 			fc.idx = append(fc.idx, i)
 		}
