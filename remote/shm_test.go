@@ -964,6 +964,37 @@ func TestShmClose(t *testing.T) {
 // second returns the error of a call with two results.
 func second[T any](_ T, err error) error { return err }
 
+// TestShmDirIsAFile gives a regular file as ShmConfig.Dir: NewPool fails
+// and leaves the file as it was.
+func TestShmDirIsAFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "not-a-directory")
+	if err := os.WriteFile(path, []byte("data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, aLongTimeAgo, aLongTimeAgo); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshotDir(t, dir)
+	if p, err := NewPool(Config{Shm: &ShmConfig{Dir: path}}); err == nil {
+		p.Close()
+		t.Fatal("NewPool accepted a regular file as its directory")
+	} else if !strings.Contains(err.Error(), path) {
+		t.Errorf("error %q does not name the path", err)
+	}
+	for _, d := range before.diff(snapshotDir(t, dir)) {
+		t.Errorf("NewPool modified the file: %s", d)
+	}
+	for _, cfg := range []Config{{Shm: &ShmConfig{}}, {Shm: &ShmConfig{Dir: path}, Sim: &SimConfig{}}} {
+		if p, err := NewPool(cfg); !errors.Is(err, ErrBadRequest) {
+			if err == nil {
+				p.Close()
+			}
+			t.Errorf("NewPool(%+v): %v, want ErrBadRequest", cfg, err)
+		}
+	}
+}
+
 // TestShmNodeCountMismatch opens a directory of two memory nodes as a pool
 // of one. Such a pool cannot follow any pointer into the second node (the
 // trees of the directory lose about half their keys to ErrUnknownNode), so

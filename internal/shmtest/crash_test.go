@@ -421,6 +421,9 @@ func TestCrash(t *testing.T) {
 				}
 				time.Sleep(time.Duration(r.IntN(10_000)) * time.Microsecond)
 				child.Kill()
+				if err := child.Wait(); err == nil || !strings.Contains(err.Error(), "signal: killed") {
+					t.Fatalf("the child was not killed, it ended: %v", err)
+				}
 				if err := <-logDone; err != nil {
 					t.Fatal(err)
 				}
