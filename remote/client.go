@@ -112,7 +112,7 @@ func (c *Client) ChargeOp() {
 // simulator the wait is virtual time, doubling from 100 ns up to 6.4 µs. In
 // real time the first retries only yield the processor (a preempted holder
 // needs the CPU, not time) and later ones sleep, doubling from 1 µs up to
-// 1 ms, so that a retry budget covers seconds of waiting.
+// 100 µs, so that a budget of thousands of attempts covers about a second.
 func (c *Client) Backoff(attempt int) { c.pool.t.backoff(c, max(attempt, 0)) }
 
 // check validates a batch before anything of it executes.

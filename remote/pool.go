@@ -191,12 +191,12 @@ func (p *Pool) apply(o *Op) { p.mns[o.Addr.MN()].apply(o) }
 // holder preempted in the middle of a WRITE or a critical section can keep a
 // lock held or a record torn for milliseconds on a loaded machine, so the
 // first retries only yield the processor and later ones sleep, doubling up
-// to a millisecond: a retry budget then covers seconds of waiting rather
-// than a burst of spins.
+// to 100 µs: a budget of thousands of attempts then covers about a second
+// of waiting rather than a burst of spins.
 func realBackoff(attempt int) {
 	if attempt < 8 {
 		runtime.Gosched()
 		return
 	}
-	time.Sleep(min(time.Microsecond<<min(attempt-8, 10), time.Millisecond))
+	time.Sleep(min(time.Microsecond<<min(attempt-8, 7), 100*time.Microsecond))
 }
