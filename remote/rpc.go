@@ -23,7 +23,6 @@ const (
 	rpcJoin
 	// rpcInfo returns the node's descriptor.
 	rpcInfo
-	rpcKinds
 )
 
 // String returns the request's name.

@@ -177,7 +177,7 @@ func (t *tcpTransport) exec(_ context.Context, c *Client, ops []Op, signaled boo
 		if !signaled {
 			return nil
 		}
-		return t.await(c, first, call)
+		return t.conn(c, first).await(call)
 	}
 	for mn := range nc.idx {
 		nc.idx[mn] = nc.idx[mn][:0]
@@ -203,7 +203,7 @@ func (t *tcpTransport) exec(_ context.Context, c *Client, ops []Op, signaled boo
 		return err
 	}
 	for _, mn := range sent {
-		if e := t.await(c, mn, nc.calls[mn]); err == nil {
+		if e := t.conn(c, mn).await(nc.calls[mn]); err == nil {
 			err = e
 		}
 	}
@@ -224,11 +224,6 @@ func (t *tcpTransport) send(c *Client, mn int, call *tcpCall, signaled bool) err
 		c.net.posted[mn] = gen
 	}
 	return nil
-}
-
-// await waits for call's reply from memory node mn.
-func (t *tcpTransport) await(c *Client, mn int, call *tcpCall) error {
-	return t.conn(c, mn).await(call)
 }
 
 func (t *tcpTransport) rpc(ctx context.Context, c *Client, mn int, req *rpcRequest) (rpcReply, error) {

@@ -811,15 +811,7 @@ func TestTCPNodePositions(t *testing.T) {
 		{"another size", remote.Config{NodeBytes: 2 * advMain, TCP: &remote.TCPConfig{MemoryNodes: []string{a.addr, b.addr}, Token: testToken}},
 			[]error{remote.ErrBadNode, remote.ErrBadRequest}},
 	} {
-		p, err := remote.NewPool(tc.cfg)
-		if err == nil {
-			p.Close()
-			t.Errorf("%s: NewPool succeeded", tc.name)
-			continue
-		}
-		if !slices.ContainsFunc(tc.want, func(e error) bool { return errors.Is(err, e) }) {
-			t.Errorf("%s: %v, want one of %v", tc.name, err, tc.want)
-		}
+		expectRefused(t, tc.name, tc.cfg, tc.want)
 	}
 	p2 := tcpPool(t, a.addr, b.addr)
 	c2 := p2.NewComputeNode().NewClient()
@@ -1181,15 +1173,7 @@ func TestTCPConfigErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		start := time.Now()
-		p, err := remote.NewPool(tc.cfg)
-		if err == nil {
-			p.Close()
-			t.Errorf("%s: NewPool succeeded", tc.name)
-			continue
-		}
-		if !slices.ContainsFunc(tc.want, func(e error) bool { return errors.Is(err, e) }) {
-			t.Errorf("%s: %v, want one of %v", tc.name, err, tc.want)
-		}
+		expectRefused(t, tc.name, tc.cfg, tc.want)
 		if d := time.Since(start); d > 4*time.Second {
 			t.Errorf("%s: NewPool took %v", tc.name, d)
 		}
@@ -1251,5 +1235,19 @@ func TestTCPForgedUnsignaled(t *testing.T) {
 			}
 			k.check(t, tc.name)
 		})
+	}
+}
+
+// expectRefused checks that NewPool(cfg) fails with one of want.
+func expectRefused(t *testing.T, name string, cfg remote.Config, want []error) {
+	t.Helper()
+	p, err := remote.NewPool(cfg)
+	if err == nil {
+		p.Close()
+		t.Errorf("%s: NewPool succeeded", name)
+		return
+	}
+	if !slices.ContainsFunc(want, func(e error) bool { return errors.Is(err, e) }) {
+		t.Errorf("%s: %v, want one of %v", name, err, want)
 	}
 }
