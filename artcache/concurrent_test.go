@@ -4,13 +4,15 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 // TestConcurrent runs Lookup, Get, Insert and Invalidate from several
 // goroutines on overlapping prefixes (run it with -race).
 func TestConcurrent(t *testing.T) {
 	kinds(t, func(t *testing.T, hash bool) {
-		seed := testSeed(t)
+		seed := testseed.Seed(t)
 		for _, budget := range []int64{16 << 10, 1 << 30} {
 			c := New(Options{Hash: hash, Bytes: budget})
 			var wg sync.WaitGroup

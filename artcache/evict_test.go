@@ -3,11 +3,13 @@ package artcache
 import (
 	"fmt"
 	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 func TestBudgetNeverExceeded(t *testing.T) {
 	kinds(t, func(t *testing.T, hash bool) {
-		seed := testSeed(t)
+		seed := testseed.Seed(t)
 		for _, budget := range []int64{1, 200, 1 << 10, 4 << 10, 64 << 10} {
 			g := newGen(seed)
 			c := New(Options{Hash: hash, Bytes: budget})

@@ -7,8 +7,6 @@ import (
 	"github.com/dmindex/dmindex/internal/testseed"
 )
 
-var testSeed = testseed.Flag("artcache.seed")
-
 type staleEntry struct {
 	prefix []byte
 	e      *Entry
@@ -18,7 +16,7 @@ type staleEntry struct {
 // result against a map of the entries that must be cached.
 func TestOracle(t *testing.T) {
 	kinds(t, func(t *testing.T, hash bool) {
-		seed := testSeed(t)
+		seed := testseed.Seed(t)
 		g := newGen(seed)
 		c := New(Options{Hash: hash, Bytes: 1 << 40})
 		oracle := make(map[string]*Entry)
@@ -76,7 +74,7 @@ func TestOracle(t *testing.T) {
 // and every Lookup must match a brute-force search over what it holds.
 func TestOracleEvicting(t *testing.T) {
 	kinds(t, func(t *testing.T, hash bool) {
-		seed := testSeed(t)
+		seed := testseed.Seed(t)
 		g := newGen(seed)
 		c := New(Options{Hash: hash, Bytes: 64 << 10})
 		live := make(map[string]*Entry)
@@ -124,7 +122,7 @@ func TestOracleEvicting(t *testing.T) {
 // survive, in the same CLOCK order, with the same counters.
 func TestDeterministic(t *testing.T) {
 	kinds(t, func(t *testing.T, hash bool) {
-		seed := testSeed(t)
+		seed := testseed.Seed(t)
 		run := func() ([]uint64, Stats) {
 			g := newGen(seed)
 			c := New(Options{Hash: hash, Bytes: 32 << 10})

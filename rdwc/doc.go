@@ -35,14 +35,14 @@
 // must belong to that compute node. An index wraps its search and its update
 // paths:
 //
-//	v, found, err := t.Read(ctx, c, key, func(w *rdwc.Window) ([]byte, bool, error) {
-//		leaf := traverse(ctx, c, key) // cache, internal nodes
+//	v, found, err := t.Read(ctx, c, key, func(ctx context.Context, w *rdwc.Window) ([]byte, bool, error) {
+//		leaf := traverse(ctx, c, w.Key()) // cache, internal nodes
 //		w.Seal()                      // immediately before the leaf READ
-//		return readLeaf(ctx, c, leaf, key)
+//		return readLeaf(ctx, c, leaf, w.Key())
 //	})
 //
-//	err := t.Write(ctx, c, key, value, func(w *rdwc.Window) error {
-//		leaf := traverseAndLock(ctx, c, key)
+//	err := t.Write(ctx, c, key, value, func(ctx context.Context, w *rdwc.Window) error {
+//		leaf := traverseAndLock(ctx, c, w.Key())
 //		return writeLeafAndUnlock(ctx, c, leaf, w.Value()) // combined value
 //	})
 //

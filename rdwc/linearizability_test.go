@@ -14,8 +14,6 @@ import (
 	"github.com/anishathalye/porcupine"
 )
 
-var testSeed = testseed.Flag("seed")
-
 // regInput is an operation on one key of the store: a write of a non-zero
 // value, or a read.
 type regInput struct {
@@ -81,7 +79,7 @@ func checkLinearizable(t *testing.T, sim bool, slots int) {
 	if testing.Short() {
 		ops = 40
 	}
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	pool := newPool(t, sim)
 	st := newStore(t, pool, keys)
 	var clock atomic.Int64

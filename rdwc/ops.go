@@ -20,13 +20,14 @@ import (
 // delegation is disabled, read runs with a window of its own that shares
 // nothing.
 //
-// read must call Window.Seal immediately before the verb at which the search
-// linearizes. If the delegate's read fails because the delegate's own
+// read gets ctx back (so that an index can pass a method value built once
+// instead of a closure per call; Window.Key gives the key) and must call
+// Window.Seal immediately before the verb at which the search linearizes. If the delegate's read fails because the delegate's own
 // context is done, or returns without sealing, its joiners compete again
 // instead of receiving its outcome. While waiting, c returns ctx.Err() if ctx
 // is done first, and remote.ErrClosed if the pool is closed.
 func (t *Table) Read(ctx context.Context, c *remote.Client, key []byte,
-	read func(w *Window) (value []byte, found bool, err error)) (value []byte, found bool, err error) {
+	read func(ctx context.Context, w *Window) (value []byte, found bool, err error)) (value []byte, found bool, err error) {
 	w := t.waiter(c)
 	w.stats.reads.Add(1)
 	w.begin(kindRead, nil)
@@ -35,7 +36,7 @@ func (t *Table) Read(ctx context.Context, c *remote.Client, key []byte,
 		return nil, false, t.closeErr
 	}
 	if t.opts.DisableReads {
-		return read(w.win.solo(nil))
+		return read(ctx, w.win.solo(key, nil))
 	}
 	for {
 		st, err := t.enter(ctx, w, key)
@@ -51,7 +52,7 @@ func (t *Table) Read(ctx context.Context, c *remote.Client, key []byte,
 		case stRetry:
 			w.stats.retried.Add(1)
 		case stSolo:
-			return read(w.win.solo(nil))
+			return read(ctx, w.win.solo(key, nil))
 		}
 	}
 }
@@ -68,13 +69,15 @@ func (t *Table) Read(ctx context.Context, c *remote.Client, key []byte,
 // the slot is busy with another key, or write combining is disabled, write
 // runs with a window of its own whose Value is value.
 //
-// write must obtain the value to publish with Window.Value immediately before
-// the verb that publishes it. If the leader returns without calling Value,
+// write gets ctx back, as read does for Read, and must obtain the
+// value to publish with Window.Value immediately before the verb that
+// publishes it. If the leader returns without calling Value,
 // its joiners compete again. While waiting, c returns ctx.Err() if ctx is
 // done first, and remote.ErrClosed if the pool is closed; a writer that gives
 // up after its leader took the combined value may or may not be applied,
 // one that gives up before is not applied by that leader.
-func (t *Table) Write(ctx context.Context, c *remote.Client, key, value []byte, write func(w *Window) error) error {
+func (t *Table) Write(ctx context.Context, c *remote.Client, key, value []byte,
+	write func(ctx context.Context, w *Window) error) error {
 	w := t.waiter(c)
 	w.stats.writes.Add(1)
 	w.begin(kindWrite, value)
@@ -83,7 +86,7 @@ func (t *Table) Write(ctx context.Context, c *remote.Client, key, value []byte, 
 		return t.closeErr
 	}
 	if t.opts.DisableWrites {
-		return write(w.win.solo(value))
+		return write(ctx, w.win.solo(key, value))
 	}
 	for {
 		st, err := t.enter(ctx, w, key)
@@ -92,28 +95,28 @@ func (t *Table) Write(ctx context.Context, c *remote.Client, key, value []byte, 
 		}
 		switch st {
 		case stOwner:
-			return t.lead(w, write)
+			return t.lead(ctx, w, write)
 		case stServed:
 			w.stats.combined.Add(1)
 			return w.err
 		case stRetry:
 			w.stats.retried.Add(1)
 		case stSolo:
-			return write(w.win.solo(value))
+			return write(ctx, w.win.solo(key, value))
 		}
 	}
 }
 
 // delegate runs read as the delegate of w's window and shares its outcome.
 func (t *Table) delegate(ctx context.Context, w *waiter,
-	read func(*Window) ([]byte, bool, error)) (value []byte, found bool, err error) {
+	read func(context.Context, *Window) ([]byte, bool, error)) (value []byte, found bool, err error) {
 	done := false
 	defer func() {
 		if !done { // read panicked: let the joiners compete again
 			t.release(w, nil, false, nil, false)
 		}
 	}()
-	value, found, err = read(&w.win)
+	value, found, err = read(ctx, &w.win)
 	done = true
 	// An error of the delegate's own context says nothing about the key.
 	own := err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err())
@@ -122,14 +125,14 @@ func (t *Table) delegate(ctx context.Context, w *waiter,
 }
 
 // lead runs write as the leader of w's window and shares its outcome.
-func (t *Table) lead(w *waiter, write func(*Window) error) (err error) {
+func (t *Table) lead(ctx context.Context, w *waiter, write func(context.Context, *Window) error) (err error) {
 	done := false
 	defer func() {
 		if !done { // write panicked: let the joiners compete again
 			t.release(w, nil, false, nil, false)
 		}
 	}()
-	err = write(&w.win)
+	err = write(ctx, &w.win)
 	done = true
 	t.release(w, nil, false, err, true)
 	return err

@@ -57,8 +57,8 @@ type fakeClient struct {
 	hook func(stage) // called at each stage; nil: none
 	seal bool        // call Seal / Value (false: a broken callback that never seals)
 	fail error       // returned after the linearizing verb, if non-nil
-	rd   func(*Window) ([]byte, bool, error)
-	wr   func(*Window) error
+	rd   func(context.Context, *Window) ([]byte, bool, error)
+	wr   func(context.Context, *Window) error
 }
 
 func newFakeClient(st *store, c *remote.Client) *fakeClient {
@@ -73,7 +73,7 @@ func (f *fakeClient) at(s stage) {
 	}
 }
 
-func (f *fakeClient) read(w *Window) ([]byte, bool, error) {
+func (f *fakeClient) read(_ context.Context, w *Window) ([]byte, bool, error) {
 	if err := f.c.Read(f.ctx, f.st.root, f.buf[:]); err != nil {
 		return nil, false, err
 	}
@@ -94,7 +94,7 @@ func (f *fakeClient) read(w *Window) ([]byte, bool, error) {
 	return f.buf[:], true, nil
 }
 
-func (f *fakeClient) write(w *Window) error {
+func (f *fakeClient) write(_ context.Context, w *Window) error {
 	if err := f.c.Read(f.ctx, f.st.root, f.buf[:]); err != nil {
 		return err
 	}

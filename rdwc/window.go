@@ -42,6 +42,10 @@ func (w *Window) Seal() {
 	w.s.mu.Unlock()
 }
 
+// Key returns the key of the window's operation (a copy, valid until the
+// callback returns; it must not be modified).
+func (w *Window) Key() []byte { return w.key }
+
 // Value seals the window and returns the value to write: the value of the
 // last writer admitted to the window (the leader's own if none joined). The
 // leader calls it immediately before the verb that publishes the write (the
@@ -64,8 +68,9 @@ func (win *Window) open(s *slot, owner *waiter) {
 	win.val = owner.arg
 }
 
-// solo prepares win for an operation that shares nothing.
-func (win *Window) solo(arg []byte) *Window {
+// solo prepares win for an operation on key that shares nothing.
+func (win *Window) solo(key, arg []byte) *Window {
+	win.key = append(win.key[:0], key...)
 	win.s = nil
 	win.kind = 0
 	win.own = arg

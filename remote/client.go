@@ -147,9 +147,10 @@ func (p *Pool) checkOp(o *Op) error {
 }
 
 // Alloc allocates size bytes, 8-byte aligned, on the next memory node in
-// round-robin order, from the client's chunk of that node; a new chunk is
-// fetched by RPC when it runs out. A full memory node is skipped; when every
-// node is full Alloc returns ErrOutOfMemory. Memory is never reused.
+// round-robin order: an object of that size the compute node got back with
+// Free, or else from the client's chunk of that node; a new chunk is fetched
+// by RPC when it runs out. A full memory node is skipped; when every node is
+// full Alloc returns ErrOutOfMemory.
 func (c *Client) Alloc(ctx context.Context, size int) (Addr, error) {
 	return c.AllocOn(ctx, -1, size, 8)
 }
@@ -183,6 +184,19 @@ func (c *Client) AllocOn(ctx context.Context, mn, size, align int) (Addr, error)
 }
 
 func (c *Client) allocOn(ctx context.Context, mn int, size, align uint64) (Addr, error) {
+	a, err := c.carve(ctx, mn, size, align)
+	if err == nil {
+		c.stats.allocBytes.Add(size)
+	}
+	return a, err
+}
+
+// carve takes an object from the compute node's free list or the client's
+// chunk of memory node mn.
+func (c *Client) carve(ctx context.Context, mn int, size, align uint64) (Addr, error) {
+	if a := c.cn.reuse(mn, size, align); !a.IsNil() {
+		return a, nil
+	}
 	ch := &c.chunks[mn]
 	start := (ch.cur + align - 1) &^ (align - 1)
 	if ch.cur != 0 && start+size <= ch.end {

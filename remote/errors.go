@@ -32,6 +32,8 @@ var (
 	// ErrAuth: a memory node refused the connection's credentials.
 	ErrAuth = errors.New("remote: authentication refused")
 	// ErrDeadlock: in the simulator, every live client is parked in Wait and
-	// no event is pending, so nothing can ever wake them.
+	// no event is pending, so nothing can ever wake them. A Wait from a
+	// goroutine not started by Pool.Go fails with it only after a second of
+	// wall time in which no goroutine used the pool.
 	ErrDeadlock = errors.New("remote: simulation deadlock")
 )

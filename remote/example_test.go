@@ -41,7 +41,7 @@ func Example() {
 	fmt.Println(c.Stats())
 	// Output:
 	// hello, memory node, counter was 5
-	// reads=1 (18 B) writes=1 (18 B) cas=1 (0 failed) faa=1 round_trips=4 unsignaled=0 rpcs=1
+	// reads=1 (18 B) writes=1 (18 B) cas=1 (0 failed) faa=1 round_trips=4 unsignaled=0 rpcs=1 alloc=64 B freed=0 B
 }
 
 // In the simulator, clients started with Pool.Go run in virtual time: the
@@ -78,6 +78,6 @@ func Example_simulator() {
 	fmt.Println(pool.Stats())
 	fmt.Println("virtual time:", pool.Now())
 	// Output:
-	// reads=0 (0 B) writes=0 (0 B) cas=0 (0 failed) faa=10 round_trips=10 unsignaled=0 rpcs=1
+	// reads=0 (0 B) writes=0 (0 B) cas=0 (0 failed) faa=10 round_trips=10 unsignaled=0 rpcs=1 alloc=8 B freed=0 B
 	// virtual time: 26.956µs
 }

@@ -5,10 +5,7 @@ import (
 	"testing"
 
 	"github.com/dmindex/dmindex/internal/memnodetest"
-	"github.com/dmindex/dmindex/internal/testseed"
 )
-
-var testSeed = testseed.Flag("seed")
 
 // transportCase is one way to run a pool.
 type transportCase struct {

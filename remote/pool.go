@@ -125,7 +125,11 @@ func (p *Pool) ComputeNodes() []*ComputeNode {
 // Go starts fn as a client goroutine. In the simulator, fn runs as a
 // simulated thread: the scheduler runs one at a time and only goroutines
 // started by Go take part in a deterministic run. Elsewhere it is a plain
-// goroutine. Wait waits for all of them.
+// goroutine. Wait waits for all of them. A simulated pool may also be used
+// from plain goroutines that never call Go (each call then takes the
+// simulator's token in turn): results stay correct but the run is not
+// deterministic. While goroutines started by Go run, use clients only from
+// them.
 func (p *Pool) Go(fn func()) { p.t.spawn(fn) }
 
 // Wait waits until every goroutine started by Go has returned. In the

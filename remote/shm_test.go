@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/dmindex/dmindex/internal/childtest"
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 // The geometry of the memory-node files of these tests.
@@ -161,7 +162,7 @@ func TestShmBadFiles(t *testing.T) {
 	imgs := shmNodeImages(t, 2)
 	img := imgs[0]
 	other := shmNodeImages(t, 2) // another pool's nodes
-	r := rand.New(rand.NewPCG(testSeed(t), 0))
+	r := rand.New(rand.NewPCG(testseed.Seed(t), 0))
 	random := func(n int) []byte {
 		b := make([]byte, n)
 		for i := range b {

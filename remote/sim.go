@@ -51,8 +51,16 @@ type sim struct {
 	atomicFree map[Addr]int64
 	sweepAt    int
 
-	busy    bool // a goroutine holds the token
-	closed  bool
+	busy   bool // a goroutine holds the token
+	closed bool
+	enters uint64 // calls begun, to tell an idle simulation from a stuck one
+	// blocked counts goroutines waiting in block for an event to hand them
+	// the token: while there are any, a leaving implicit participant runs
+	// the agenda instead of releasing the token, so no wake-up is stranded.
+	blocked int
+	// enterq holds plain goroutines waiting in enter for another plain
+	// goroutine's call to end.
+	enterq  []*simClient
 	live    int          // goroutines started by Go that have not returned
 	parked  []*simClient // clients parked in Wait
 	drivers []chan error // Pool.Wait calls waiting for the agenda to drain
@@ -79,6 +87,9 @@ type simClient struct {
 	parkGen uint64
 	wakeErr error
 	outside bool // the current call is an implicit participant's
+	// free: parked in Wait as an implicit participant while nothing else
+	// can happen (see idle).
+	free bool
 
 	// Signaled batches completed and their latencies, in picoseconds.
 	batches        uint64
@@ -107,16 +118,43 @@ func (s *sim) push(e event) {
 
 // enter locks the simulator for a call by sc's goroutine. If the simulation
 // is idle, the caller takes the token as an implicit participant until leave.
+// If the token is taken while no goroutine started by Go is live, the caller
+// is a plain goroutine and so is the holder: it queues for the token, which
+// leave or idle hands on. Otherwise the caller is the token holder, a
+// goroutine started by Go.
 func (s *sim) enter(sc *simClient) {
 	s.mu.Lock()
+	s.enters++
 	if !s.busy {
 		s.busy = true
 		sc.outside = true
+		return
 	}
+	if s.live > 0 {
+		return
+	}
+	sc.outside = true
+	s.enterq = append(s.enterq, sc)
+	s.mu.Unlock()
+	<-sc.ch
+	s.mu.Lock()
+}
+
+// nextEnter pops the first goroutine queued in enter, which takes the token,
+// and returns its channel; nil if none is queued. Called with mu held.
+func (s *sim) nextEnter() chan struct{} {
+	if len(s.enterq) == 0 {
+		return nil
+	}
+	sc := s.enterq[0]
+	s.enterq[0] = nil
+	s.enterq = s.enterq[1:]
+	return sc.ch
 }
 
 // leave ends a call begun with enter and unlocks. An implicit participant
-// gives the token back; if a Pool.Wait is waiting meanwhile, it runs the
+// hands the token to the next goroutine queued in enter, or gives it back;
+// if a Pool.Wait or a blocked goroutine is waiting meanwhile, it runs the
 // agenda on instead so that the waiter is not stranded.
 func (s *sim) leave(sc *simClient) {
 	if !sc.outside {
@@ -124,12 +162,14 @@ func (s *sim) leave(sc *simClient) {
 		return
 	}
 	sc.outside = false
-	if len(s.drivers) == 0 {
+	next := s.nextEnter()
+	switch {
+	case next != nil:
+	case len(s.drivers) == 0 && s.blocked == 0:
 		s.busy = false
-		s.mu.Unlock()
-		return
+	default:
+		next = s.dispatch()
 	}
-	next := s.dispatch()
 	s.mu.Unlock()
 	if next != nil {
 		next <- struct{}{}
@@ -144,12 +184,14 @@ func (s *sim) block(sc *simClient) {
 	if next == sc.ch {
 		return // the next thing to happen is our own wake-up
 	}
+	s.blocked++
 	s.mu.Unlock()
 	if next != nil {
 		next <- struct{}{}
 	}
 	<-sc.ch
 	s.mu.Lock()
+	s.blocked--
 }
 
 // dispatch runs events in order until one hands the token to a goroutine,
@@ -179,19 +221,22 @@ func (s *sim) dispatch() chan struct{} {
 }
 
 // idle handles an empty agenda: nothing can happen any more until a
-// goroutine outside the simulation acts. An implicit participant parked in
-// Wait would wait forever, so the first one is handed the token with
-// ErrDeadlock; otherwise the token is released and every Pool.Wait returns,
-// with ErrDeadlock if goroutines started by Go are still blocked.
+// goroutine outside the simulation acts. Implicit participants parked in
+// Wait may be woken by another plain goroutine, which the simulator cannot
+// see coming: they stay parked without the token ("free"), and one that is
+// still parked after freeGrace of wall time in which no call began is
+// woken with ErrDeadlock (see watchFree). Every Pool.Wait returns, with
+// ErrDeadlock if goroutines started by Go are still blocked, and the token
+// goes to the next goroutine queued in enter, or is released.
 func (s *sim) idle() chan struct{} {
 	for _, sc := range s.parked {
-		if sc.outside {
-			s.unpark(sc)
-			sc.wakeErr = s.deadlock()
-			return sc.ch
+		if sc.outside && !sc.free {
+			sc.free = true
+			s.watchFree(sc, sc.parkGen)
 		}
 	}
-	s.busy = false
+	next := s.nextEnter()
+	s.busy = next != nil
 	var err error
 	if s.live > 0 {
 		err = s.deadlock()
@@ -200,7 +245,40 @@ func (s *sim) idle() chan struct{} {
 		d <- err
 	}
 	s.drivers = s.drivers[:0]
-	return nil
+	return next
+}
+
+// freeGrace is how long a free-parked implicit participant waits, with no
+// call begun by any goroutine, before its Wait fails with ErrDeadlock.
+const freeGrace = time.Second
+
+// watchFree wakes sc with ErrDeadlock if it is still free-parked in the Wait
+// numbered gen after freeGrace in which no call began. Called with mu held.
+func (s *sim) watchFree(sc *simClient, gen uint64) {
+	enters := s.enters
+	time.AfterFunc(freeGrace, func() {
+		s.mu.Lock()
+		if sc.parkIdx < 0 || sc.parkGen != gen {
+			s.mu.Unlock()
+			return
+		}
+		if s.enters != enters || s.busy {
+			s.watchFree(sc, gen)
+			s.mu.Unlock()
+			return
+		}
+		s.unpark(sc)
+		s.wake(sc, s.clock, s.deadlock())
+		s.kick()
+	})
+}
+
+// wake schedules sc's wake-up from Wait at virtual time at with err. Called
+// with mu held, after unpark.
+func (s *sim) wake(sc *simClient, at int64, err error) {
+	sc.wakeErr = err
+	sc.free = false
+	s.push(event{at: at, kind: evWake, ref: sc.slot})
 }
 
 func (s *sim) deadlock() error {
@@ -328,8 +406,7 @@ func (s *sim) cancelWait(sc *simClient, gen uint64, err error) {
 		return
 	}
 	s.unpark(sc)
-	sc.wakeErr = err
-	s.push(event{at: s.clock, kind: evWake, ref: sc.slot})
+	s.wake(sc, s.clock, err)
 	s.kick()
 }
 
@@ -346,13 +423,16 @@ func (s *sim) unpark(sc *simClient) {
 func (s *sim) signal(c *Client) {
 	sc := c.sim
 	s.mu.Lock()
-	if sc.parkIdx >= 0 {
-		s.unpark(sc)
-		s.push(event{at: max(s.clock, sc.parkAt), kind: evWake, ref: sc.slot})
-	} else {
+	if sc.parkIdx < 0 {
 		sc.permit = true
+		s.mu.Unlock()
+		return
 	}
-	s.mu.Unlock()
+	s.unpark(sc)
+	s.wake(sc, max(s.clock, sc.parkAt), nil)
+	// The signaller may be a plain goroutine and nobody may be running the
+	// agenda: run it unless somebody is.
+	s.kick()
 }
 
 func (s *sim) compute(c *Client, d time.Duration) {
@@ -450,8 +530,7 @@ func (s *sim) close() {
 	s.closed = true
 	for i, sc := range s.parked {
 		sc.parkIdx = -1
-		sc.wakeErr = ErrClosed
-		s.push(event{at: s.clock, kind: evWake, ref: sc.slot})
+		s.wake(sc, s.clock, ErrClosed)
 		s.parked[i] = nil
 	}
 	s.parked = s.parked[:0]

@@ -8,8 +8,11 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 // simFingerprint runs a contended random workload in the simulator and
@@ -103,7 +106,7 @@ func simFingerprint(t *testing.T, sim *SimConfig, workSeed uint64) string {
 }
 
 func TestSimDeterminism(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	for _, o := range []Ordering{Strict, InOrder} {
 		t.Run(o.String(), func(t *testing.T) {
 			a := simFingerprint(t, simConfig(o, seed), seed)
@@ -243,6 +246,55 @@ func TestSimWaitSignal(t *testing.T) {
 		}
 		if !errors.Is(werr, context.Canceled) {
 			t.Fatalf("cancelled Wait returned %v", werr)
+		}
+	})
+
+	t.Run("plain-goroutines", func(t *testing.T) {
+		// A ring of plain goroutines (no Pool.Go) passes a turn with Signal
+		// and Wait while other plain goroutines issue verbs: every Wait is
+		// woken by a goroutine the simulator cannot see coming.
+		p := newTestPool(t, Config{Sim: simConfig(Strict, 0)})
+		cn := p.NewComputeNode()
+		a, err := cn.NewClient().Alloc(ctx, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const ring, noisy, rounds = 4, 4, 50
+		cs := make([]*Client, ring)
+		for i := range cs {
+			cs[i] = cn.NewClient()
+		}
+		var wg sync.WaitGroup
+		for i, c := range cs {
+			wg.Go(func() {
+				for r := range rounds {
+					if i > 0 || r > 0 {
+						if err := c.Wait(ctx); err != nil {
+							t.Errorf("ring %d round %d: %v", i, r, err)
+							return
+						}
+					}
+					if v, err := c.FAA(ctx, a, 1); err != nil || v != uint64(r*ring+i) {
+						t.Errorf("ring %d round %d: counter %d, %v", i, r, v, err)
+					}
+					cs[(i+1)%ring].Signal()
+				}
+			})
+		}
+		for range noisy {
+			c := cn.NewClient()
+			wg.Go(func() {
+				for range rounds {
+					if _, err := c.FAA(ctx, a.Add(8), 1); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		c := cn.NewClient()
+		if v, err := c.FAA(ctx, a.Add(8), 0); err != nil || v != noisy*rounds {
+			t.Fatalf("noise counter %d, %v", v, err)
 		}
 	})
 

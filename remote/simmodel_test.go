@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 // The expected values below are computed from the profile independently of
@@ -233,7 +235,7 @@ func TestSimThroughputBounds(t *testing.T) {
 // block while readers read it: Strict mode must show torn (and reordered)
 // reads, InOrder never.
 func TestSimStrictTearing(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	ctx := context.Background()
 	const lines, rounds = 4, 400
 	for _, o := range []Ordering{Strict, InOrder} {

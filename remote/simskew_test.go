@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 // TestSimSkew checks what Skew mode changes: a writer repeats the batch
@@ -16,7 +18,7 @@ import (
 // With the data and the flag on different memory nodes, reorders appear in
 // Skew mode and never without it; on one memory node they never appear.
 func TestSimSkew(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	tests := []struct {
 		name     string
 		skew     time.Duration
@@ -100,7 +102,7 @@ func skewReorders(t *testing.T, sim *SimConfig, sameNode bool) int {
 // TestSimSkewDeterminism checks that Skew mode is deterministic and that it
 // really changes the run.
 func TestSimSkewDeterminism(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	skewed := func() *SimConfig {
 		sim := simConfig(Strict, seed)
 		sim.Skew = 5 * time.Microsecond

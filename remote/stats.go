@@ -15,18 +15,26 @@ type Stats struct {
 	Unsignaled                 uint64 // verbs posted without completion
 	RPCs                       uint64 // two-sided calls (chunk allocation, named regions)
 	CASFailures                uint64 // CASes that did not swap
+	// AllocBytes counts the bytes Alloc and AllocOn handed out (reused ones
+	// included) and FreedBytes those handed back with Free: their
+	// difference over a pool is the memory-node memory its structures use,
+	// without the unused tails of the clients' chunks that
+	// Pool.MemoryUsed counts.
+	AllocBytes, FreedBytes uint64
 }
 
 // Verbs returns the number of one-sided verbs.
 func (s Stats) Verbs() uint64 { return s.Reads + s.Writes + s.CASes + s.FAAs }
 
 // String formats s on one line, verbs by kind with their payload bytes
-// and CAS failures, then round trips, unsignaled verbs and RPCs:
+// and CAS failures, then round trips, unsignaled verbs and RPCs, then the
+// bytes allocated and freed:
 //
-//	reads=5 (4096 B) writes=3 (96 B) cas=2 (1 failed) faa=1 round_trips=7 unsignaled=1 rpcs=1
+//	reads=5 (4096 B) writes=3 (96 B) cas=2 (1 failed) faa=1 round_trips=7 unsignaled=1 rpcs=1 alloc=640 B freed=64 B
 func (s Stats) String() string {
-	return fmt.Sprintf("reads=%d (%d B) writes=%d (%d B) cas=%d (%d failed) faa=%d round_trips=%d unsignaled=%d rpcs=%d",
-		s.Reads, s.ReadBytes, s.Writes, s.WriteBytes, s.CASes, s.CASFailures, s.FAAs, s.RoundTrips, s.Unsignaled, s.RPCs)
+	return fmt.Sprintf("reads=%d (%d B) writes=%d (%d B) cas=%d (%d failed) faa=%d round_trips=%d unsignaled=%d rpcs=%d alloc=%d B freed=%d B",
+		s.Reads, s.ReadBytes, s.Writes, s.WriteBytes, s.CASes, s.CASFailures, s.FAAs, s.RoundTrips, s.Unsignaled, s.RPCs,
+		s.AllocBytes, s.FreedBytes)
 }
 
 // Add returns s + o.
@@ -36,6 +44,7 @@ func (s Stats) Add(o Stats) Stats {
 		ReadBytes: s.ReadBytes + o.ReadBytes, WriteBytes: s.WriteBytes + o.WriteBytes,
 		RoundTrips: s.RoundTrips + o.RoundTrips, Unsignaled: s.Unsignaled + o.Unsignaled,
 		RPCs: s.RPCs + o.RPCs, CASFailures: s.CASFailures + o.CASFailures,
+		AllocBytes: s.AllocBytes + o.AllocBytes, FreedBytes: s.FreedBytes + o.FreedBytes,
 	}
 }
 
@@ -46,6 +55,7 @@ func (s Stats) Sub(o Stats) Stats {
 		ReadBytes: s.ReadBytes - o.ReadBytes, WriteBytes: s.WriteBytes - o.WriteBytes,
 		RoundTrips: s.RoundTrips - o.RoundTrips, Unsignaled: s.Unsignaled - o.Unsignaled,
 		RPCs: s.RPCs - o.RPCs, CASFailures: s.CASFailures - o.CASFailures,
+		AllocBytes: s.AllocBytes - o.AllocBytes, FreedBytes: s.FreedBytes - o.FreedBytes,
 	}
 }
 
@@ -56,6 +66,7 @@ type counters struct {
 	readBytes, writeBytes      atomic.Uint64
 	roundTrips, unsignaled     atomic.Uint64
 	rpcs, casFailures          atomic.Uint64
+	allocBytes, freedBytes     atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -64,6 +75,7 @@ func (c *counters) snapshot() Stats {
 		ReadBytes: c.readBytes.Load(), WriteBytes: c.writeBytes.Load(),
 		RoundTrips: c.roundTrips.Load(), Unsignaled: c.unsignaled.Load(),
 		RPCs: c.rpcs.Load(), CASFailures: c.casFailures.Load(),
+		AllocBytes: c.allocBytes.Load(), FreedBytes: c.freedBytes.Load(),
 	}
 }
 

@@ -33,7 +33,7 @@ func TestStatsCounting(t *testing.T) {
 			must(c0.Do(ctx, []Op{Read(a, make([]byte, 10)), Write(a.Add(64), make([]byte, 20)), CAS(a.Add(16), 5, 6)}))
 			must(c0.Post(ctx, []Op{Write(a.Add(128), make([]byte, 30)), FAA(a.Add(8), 1), CAS(a.Add(16), 7, 8)}))
 			want0 := Stats{Reads: 2, Writes: 3, CASes: 4, FAAs: 2, ReadBytes: 110, WriteBytes: 100,
-				RoundTrips: 6, Unsignaled: 3, RPCs: 1, CASFailures: 2}
+				RoundTrips: 6, Unsignaled: 3, RPCs: 1, CASFailures: 2, AllocBytes: 512}
 
 			// c1: a Named region (RPC) and a batch to both memory nodes.
 			r, err := c1.Named(ctx, "root", 64)
@@ -41,7 +41,8 @@ func TestStatsCounting(t *testing.T) {
 			b, err := c1.AllocOn(ctx, 1, 64, 8) // second RPC
 			must(err)
 			must(c1.Do(ctx, []Op{Read(r, make([]byte, 64)), Read(b, make([]byte, 64)), FAA(b, 1)}))
-			want1 := Stats{Reads: 2, FAAs: 1, ReadBytes: 128, RoundTrips: 1, RPCs: 2}
+			must(c1.Free(b, 64))
+			want1 := Stats{Reads: 2, FAAs: 1, ReadBytes: 128, RoundTrips: 1, RPCs: 2, AllocBytes: 64, FreedBytes: 64}
 
 			// c2 on the other compute node.
 			must(c2.Write(ctx, r, make([]byte, 7)))

@@ -21,8 +21,6 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-var tcpSeed = testseed.Flag("tcpseed")
-
 const (
 	advMain = 1 << 20 // main region of the servers these tests start
 	advChip = 4096    // on-chip region
@@ -637,7 +635,7 @@ func TestTCPConcurrentAtomics(t *testing.T) {
 // READ see a word mixing bytes of two WRITEs.
 func TestTCPWordAtomicity(t *testing.T) {
 	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	seed := tcpSeed(t)
+	seed := testseed.Seed(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p1, p2 := tcpPool(t, ts.addr), tcpPool(t, ts.addr)

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 func TestVerbSemantics(t *testing.T) {
@@ -166,7 +168,7 @@ func TestVerbSemantics(t *testing.T) {
 // TestRandomVerbs checks random READs and WRITEs at random offsets and
 // lengths against a byte-slice oracle, on every transport.
 func TestRandomVerbs(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	for _, tc := range allTransports {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/dmindex/dmindex/internal/indextest"
+	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -128,27 +130,19 @@ func (w ownedWorkload) run(t *testing.T, p *remote.Pool, seed uint64) []*Tree {
 	return trees
 }
 
-func TestConcurrentOwnedKeys(t *testing.T) {
+// TestConcurrentConfigs runs the battery's concurrent workloads
+// (indextest.RunConcurrent, under -race) with Sherman's own settings:
+// four-entry pages that split all the time, and no cache with no hand-over
+// and a 64-word lock table, so that unrelated pages share lock words.
+func TestConcurrentConfigs(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		w    ownedWorkload
+		opts Options
 	}{
-		{"span4", ownedWorkload{cns: 3, clients: 6, ops: 400, space: 3000, opts: Options{Span: 4}}},
-		{"span32", ownedWorkload{cns: 2, clients: 8, ops: 600, space: 6000}},
-		{"hot", ownedWorkload{cns: 3, clients: 8, ops: 300, space: 40, opts: Options{Span: 8}}},
-		{"rdwc", ownedWorkload{cns: 2, clients: 8, ops: 400, space: 60, opts: Options{Span: 8, RDWC: true}}},
-		{"nocache-nohandover", ownedWorkload{cns: 2, clients: 6, ops: 300, space: 500,
-			opts: Options{Span: 4, CacheBytes: -1, HandOver: 1, LockTableSize: 64}}},
+		{"span4", Options{Span: 4, KeySize: 16, ValueSize: 16}},
+		{"nocache-nohandover", Options{Span: 4, KeySize: 16, ValueSize: 16, CacheBytes: -1, HandOver: 1, LockTableSize: 64}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			if testing.Short() {
-				c.w.ops /= 3
-			}
-			p := newPool(t, remote.Config{MemoryNodes: 2})
-			trees := c.w.run(t, p, testSeed(t))
-			st := sumStats(trees)
-			t.Logf("stats %+v", st)
-		})
+		t.Run(c.name, func(t *testing.T) { indextest.RunConcurrent(t, contractTarget("sherman-"+c.name, c.opts)) })
 	}
 }
 
@@ -206,7 +200,7 @@ func smallTreeStress(t *testing.T, p *remote.Pool, span, cns, clients, per int) 
 // delete keys around them (splitting leaves under the scan).
 func TestConcurrentScan(t *testing.T) {
 	p := newPool(t, remote.Config{MemoryNodes: 2})
-	scanUnderChurn(t, p, testSeed(t), 3, 4, 3)
+	scanUnderChurn(t, p, testseed.Seed(t), 3, 4, 3)
 }
 
 func scanUnderChurn(t *testing.T, p *remote.Pool, seed uint64, cns, writers, scanners int) {

@@ -15,23 +15,23 @@ func (t *Tree) Delete(ctx context.Context, key []byte) (_ bool, err error) {
 	if err := t.checkKey(key); err != nil {
 		return false, err
 	}
-	s, err := t.session(ctx)
+	s, err := t.session()
 	if err != nil {
 		return false, err
 	}
 	defer t.release(s)
-	l, err := s.lockLeaf(key)
+	l, err := s.lockLeaf(ctx, key)
 	if err != nil {
 		return false, err
 	}
 	slot, _ := l.p.findLeaf(key)
 	if slot < 0 {
-		return false, s.unlock(l.h)
+		return false, s.unlock(ctx, l.h)
 	}
 	g := &t.g
 	e := s.buf[1][:g.leafEntry]
 	g.putEntry(e, l.p.version(), nil, nil)
-	if err := s.unlock(l.h, remote.Write(l.addr.Add(uint64(g.entryOffset(slot))), e)); err != nil {
+	if err := s.unlock(ctx, l.h, remote.Write(l.addr.Add(uint64(g.entryOffset(slot))), e)); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -1,5 +1,5 @@
 // Package sherman implements the Sherman B+tree (SIGMOD'22) on disaggregated
-// memory as a baseline for SMART, behind the smart.Index interface.
+// memory as a baseline for SMART, behind the index.Index interface.
 //
 // The remote structure is a B-link tree of fixed-geometry pages: sorted
 // internal pages and unsorted leaves, each with a low and a high fence key,
@@ -17,7 +17,7 @@
 // WRITE land in any order), a torn entry is re-read instead of being reported
 // absent, Delete and Scan are exact, tiny trees and concurrent root splits
 // are handled, and every retry loop has a budget that ends in an error
-// wrapping smart.ErrContention. The on-memory layout is documented bit by bit
+// wrapping index.ErrContention. The on-memory layout is documented bit by bit
 // in docs/sherman-layout.md.
 //
 // Open a tree on each compute node that uses it:

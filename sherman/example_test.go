@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/sherman"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // Open a Sherman tree sized for keys of up to 16 bytes and values of up to
@@ -41,10 +41,21 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Printf("%q %v\n", v, found)
+	if err := a.Put(ctx, []byte("other"), []byte("x")); err != nil {
+		log.Fatal(err)
+	}
+	for kv, err := range b.ReverseScan(ctx, nil, nil) { // every key, descending
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s = %s\n", kv.Key, kv.Value)
+	}
 
 	err = a.Put(ctx, []byte("a key longer than 16 bytes"), nil)
-	fmt.Println(errors.Is(err, smart.ErrKeyTooLong))
+	fmt.Println(errors.Is(err, index.ErrKeyTooLong))
 	// Output:
 	// "value" true
+	// other = x
+	// key = value
 	// true
 }

@@ -5,12 +5,10 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/dmindex/dmindex/internal/testseed"
+	"github.com/dmindex/dmindex/index"
 
 	"github.com/dmindex/dmindex/remote"
 )
-
-var testSeed = testseed.Flag("seed")
 
 // newPool returns a pool closed at the end of the test.
 func newPool(t testing.TB, cfg remote.Config) *remote.Pool {
@@ -42,12 +40,12 @@ func openTree(t testing.TB, p *remote.Pool, opts Options) *Tree {
 // verify runs the strict Verify and fails the test on error.
 func verify(t testing.TB, tr *Tree) treeInfo {
 	t.Helper()
-	s, err := tr.session(context.Background())
+	s, err := tr.session()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.release(s)
-	info, err := s.verify(true)
+	info, err := s.verify(context.Background(), true)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -57,25 +55,11 @@ func verify(t testing.TB, tr *Tree) treeInfo {
 // ikey returns the 8-byte big-endian key of i.
 func ikey(i uint64) []byte { return binary.BigEndian.AppendUint64(nil, i) }
 
-// sumStats adds up the protocol counters of every tree.
-func sumStats(trees []*Tree) Stats {
-	var st Stats
+// sumStats adds up the counters of every tree.
+func sumStats(trees []*Tree) index.Stats {
+	var st index.Stats
 	for _, tr := range trees {
-		s := tr.Stats()
-		st.CacheHits += s.CacheHits
-		st.CacheMisses += s.CacheMisses
-		st.CacheInvalidations += s.CacheInvalidations
-		st.GlobalLocks += s.GlobalLocks
-		st.HandOvers += s.HandOvers
-		st.LockCASFailures += s.LockCASFailures
-		st.TornReads += s.TornReads
-		st.Retries += s.Retries
-		st.LeafSplits += s.LeafSplits
-		st.InnerSplits += s.InnerSplits
-		st.RootGrowths += s.RootGrowths
-		st.UnlinkedSplits += s.UnlinkedSplits
-		st.Delegated += s.Delegated
-		st.Combined += s.Combined
+		st = st.Add(tr.Stats())
 	}
 	return st
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // HOCL, Sherman's hierarchical on-chip lock.
@@ -82,7 +82,7 @@ var zeroWord [8]byte
 // lock acquires the HOCL lock of page a: first the local entry (queueing
 // behind other local clients), then, unless the previous local holder handed
 // the global word over, the global word by CAS.
-func (s *session) lock(a remote.Addr) (held, error) {
+func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 	lt := s.t.locks
 	idx, word := lt.lockWord(a)
 	h := held{l: &lt.locks[idx], word: word}
@@ -102,7 +102,7 @@ func (s *session) lock(a remote.Addr) (held, error) {
 		l.tail = w
 		l.mu.Unlock()
 		for {
-			werr := s.c.Wait(s.ctx)
+			werr := s.c.Wait(ctx)
 			l.mu.Lock()
 			granted, global := w.granted, w.global
 			if !granted && werr != nil {
@@ -112,7 +112,7 @@ func (s *session) lock(a remote.Addr) (held, error) {
 			if granted {
 				h.global = global
 				if werr != nil {
-					s.pass(h)
+					s.pass(ctx, h)
 					return held{}, werr
 				}
 				break
@@ -127,16 +127,16 @@ func (s *session) lock(a remote.Addr) (held, error) {
 		}
 	}
 	for i := 0; ; i++ {
-		old, err := s.c.CAS(s.ctx, word, 0, s.tag)
+		old, err := s.c.CAS(ctx, word, 0, s.tag)
 		if err == nil && old == 0 {
 			break
 		}
 		if err == nil && i >= 64*s.t.opts.RetryBudget {
 			err = fmt.Errorf("sherman: global lock %v of page %v still held by %#x after %d CASes: %w",
-				word, a, old, i+1, smart.ErrContention)
+				word, a, old, i+1, index.ErrContention)
 		}
 		if err != nil {
-			s.pass(h)
+			s.pass(ctx, h)
 			return held{}, err
 		}
 		s.t.stats.casFails.Add(1)
@@ -175,8 +175,8 @@ func (l *localLock) dequeue(w *waiter) {
 // otherwise the unlock WRITE is appended to the same batch as a separate
 // verb after the data, so that it lands after every line of the data. The
 // release happens even if ctx is cancelled.
-func (s *session) unlock(h held, data ...remote.Op) error {
-	ctx := context.WithoutCancel(s.ctx)
+func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
+	ctx = context.WithoutCancel(ctx)
 	handOver := false
 	if h.global {
 		h.l.mu.Lock()
@@ -197,21 +197,21 @@ func (s *session) unlock(h held, data ...remote.Op) error {
 		// A bare unlock: nothing depends on its completion.
 		err = s.c.Post(ctx, ops)
 	}
-	s.pass(h)
+	s.pass(ctx, h)
 	return err
 }
 
 // pass hands the local lock to the next local waiter (with the global word
 // if h.global) or frees it. If the global word is still set but nobody waits
 // any more (a waiter gave up), the word is released first.
-func (s *session) pass(h held) {
+func (s *session) pass(ctx context.Context, h held) {
 	l := h.l
 	for {
 		l.mu.Lock()
 		w := l.head
 		if w == nil && h.global {
 			l.mu.Unlock()
-			s.c.Post(context.WithoutCancel(s.ctx), []remote.Op{remote.Write(h.word, zeroWord[:])})
+			s.c.Post(context.WithoutCancel(ctx), []remote.Op{remote.Write(h.word, zeroWord[:])})
 			h.global = false
 			continue
 		}

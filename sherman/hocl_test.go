@@ -6,8 +6,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // TestHandOverSequence has 20 simulated clients of one compute node update
@@ -98,7 +98,7 @@ func TestLockContention(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := tr.Put(ctx, []byte("k"), []byte("v"))
-	if !errors.Is(err, smart.ErrContention) {
+	if !errors.Is(err, index.ErrContention) {
 		t.Fatalf("Put under a foreign lock = %v, want ErrContention", err)
 	}
 	t.Log(err)
@@ -123,12 +123,12 @@ func TestLockWaitCancelled(t *testing.T) {
 	if err := tr.Put(ctx, []byte("k"), nil); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := tr.session(ctx)
+	holder, err := tr.session()
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := tr.root.Load().addr
-	h, err := holder.lock(a)
+	h, err := holder.lock(ctx, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestLockWaitCancelled(t *testing.T) {
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled Put = %v", err)
 	}
-	if err := holder.unlock(h); err != nil {
+	if err := holder.unlock(ctx, h); err != nil {
 		t.Fatal(err)
 	}
 	tr.release(holder)

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/internal/indextest"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // contractTarget describes Sherman opened with opts (Name replaced) to the
@@ -15,12 +15,12 @@ import (
 func contractTarget(name string, opts Options) indextest.Target {
 	return indextest.Target{
 		Name: name,
-		Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
+		Open: func(cn *remote.ComputeNode, name string) (index.Index, error) {
 			o := opts
 			o.Name = name
 			return Open(cn, o)
 		},
-		Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*Tree).Verify(ctx) },
+		Verify:      func(ctx context.Context, idx index.Index) error { return idx.(*Tree).Verify(ctx) },
 		MaxKeyLen:   opts.KeySize,
 		MaxValueLen: opts.ValueSize,
 	}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // TestOpenLockTableSize opens one tree on two compute nodes with different
@@ -38,8 +38,8 @@ func TestOpenLockTableSize(t *testing.T) {
 				t.Fatalf("second Open: %v, want %v", err, tc.want)
 			}
 			if err != nil {
-				if !errors.Is(err, smart.ErrOptionsMismatch) {
-					t.Fatalf("%v does not wrap smart.ErrOptionsMismatch", err)
+				if !errors.Is(err, index.ErrOptionsMismatch) {
+					t.Fatalf("%v does not wrap index.ErrOptionsMismatch", err)
 				}
 				return
 			}
@@ -62,7 +62,7 @@ func TestOpenNilComputeNode(t *testing.T) {
 }
 
 // TestPoolClosedIsErrClosed: after the pool closes, Sherman's errors
-// satisfy errors.Is(err, smart.ErrClosed), as SMART's do.
+// satisfy errors.Is(err, index.ErrClosed), as SMART's do.
 func TestPoolClosedIsErrClosed(t *testing.T) {
 	p, err := remote.NewPool(remote.Config{NodeBytes: 1 << 22})
 	if err != nil {
@@ -74,14 +74,14 @@ func TestPoolClosedIsErrClosed(t *testing.T) {
 	}
 	p.Close()
 	ctx := context.Background()
-	if err := tr.Put(ctx, []byte("k"), []byte("v")); !errors.Is(err, smart.ErrClosed) || !errors.Is(err, remote.ErrClosed) {
+	if err := tr.Put(ctx, []byte("k"), []byte("v")); !errors.Is(err, index.ErrClosed) || !errors.Is(err, remote.ErrClosed) {
 		t.Errorf("Put after pool.Close = %v", err)
 	}
-	if _, _, err := tr.Get(ctx, []byte("k")); !errors.Is(err, smart.ErrClosed) {
+	if _, _, err := tr.Get(ctx, []byte("k")); !errors.Is(err, index.ErrClosed) {
 		t.Errorf("Get after pool.Close = %v", err)
 	}
 	for _, err := range tr.Scan(ctx, nil, nil) {
-		if !errors.Is(err, smart.ErrClosed) {
+		if !errors.Is(err, index.ErrClosed) {
 			t.Errorf("Scan after pool.Close = %v", err)
 		}
 	}

@@ -8,8 +8,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 func testGeometry(t testing.TB, o Options) *geometry {
@@ -31,9 +32,9 @@ func TestGeometry(t *testing.T) {
 		leafSpan, innerSpan   int
 		leafBytes, innerBytes int
 	}{
-		{Options{}, 32, 32, 56 + 32*24, 56 + 32*24},
-		{Options{PageBytes: 1024}, 40, 40, 56 + 40*24, 56 + 40*24},
-		{Options{KeySize: 32, ValueSize: 64}, 32, 32, 104 + 32*104, 104 + 32*48},
+		{Options{}, 32, 32, 104 + 32*104, 104 + 32*48},
+		{Options{KeySize: 8, ValueSize: 8}, 32, 32, 56 + 32*24, 56 + 32*24},
+		{Options{KeySize: 8, ValueSize: 8, PageBytes: 1024}, 40, 40, 56 + 40*24, 56 + 40*24},
 		{Options{KeySize: 3, ValueSize: 1, Span: 4}, 4, 4, 56 + 4*24, 56 + 4*24},
 	} {
 		g := testGeometry(t, c.o)
@@ -65,7 +66,7 @@ func randomLeaf(r *rand.Rand, g *geometry, version uint32) ([]byte, []kv) {
 }
 
 func TestLeafRoundTrip(t *testing.T) {
-	r := rand.New(rand.NewPCG(testSeed(t), 2))
+	r := rand.New(rand.NewPCG(testseed.Seed(t), 2))
 	for _, o := range []Options{{}, {KeySize: 32, ValueSize: 64, Span: 5}, {KeySize: 1, ValueSize: 1, Span: 4}} {
 		g := testGeometry(t, o)
 		for range 200 {
@@ -135,7 +136,7 @@ func tearLines(r *rand.Rand, a, b []byte, line int) []byte {
 // validation: whole-page rewrites (split, internal insert) through the
 // version-salted checks, in-place entry writes through the entry check.
 func TestTornPagesDetected(t *testing.T) {
-	r := rand.New(rand.NewPCG(testSeed(t), 3))
+	r := rand.New(rand.NewPCG(testseed.Seed(t), 3))
 	g := testGeometry(t, Options{})
 	// used returns the bytes of a page that carry meaning: an internal
 	// page's entries beyond its count are not part of it.
@@ -214,12 +215,12 @@ func TestTornLeafNeverAbsent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := tr.session(ctx)
+	s, err := tr.session()
 	if err != nil {
 		t.Fatal(err)
 	}
 	root := tr.root.Load().addr
-	leaf, err := s.read(root, -1, s.buf[0])
+	leaf, err := s.read(ctx, root, -1, s.buf[0])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,12 +234,12 @@ func TestTornLeafNeverAbsent(t *testing.T) {
 	}
 	tr.release(s)
 	for _, k := range []uint64{3, 1} {
-		if _, ok, err := tr.Get(ctx, ikey(k)); !errors.Is(err, smart.ErrContention) || ok {
+		if _, ok, err := tr.Get(ctx, ikey(k)); !errors.Is(err, index.ErrContention) || ok {
 			t.Fatalf("Get(%d) on a torn leaf = %v, %v; want ErrContention", k, ok, err)
 		}
 	}
 	for _, err := range tr.Scan(ctx, nil, nil) {
-		if !errors.Is(err, smart.ErrContention) {
+		if !errors.Is(err, index.ErrContention) {
 			t.Fatalf("Scan on a torn leaf: %v", err)
 		}
 	}

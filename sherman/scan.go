@@ -6,8 +6,8 @@ import (
 	"iter"
 	"slices"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // maxScanBatch bounds the leaves a scan reads in one round trip.
@@ -26,20 +26,29 @@ const maxScanBatch = 16
 // leaf is a consistent snapshot (torn reads are retried), the next leaf
 // starts exactly at the previous one's high fence, and a pair present for
 // the whole scan is yielded exactly once.
-func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, error] {
-	return func(yield func(smart.KV, error) bool) {
+func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
+	return t.scan(ctx, lo, hi, false)
+}
+
+// scan is the sequence of Scan (desc false) and ReverseScan (desc true).
+func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[index.KV, error] {
+	return func(yield func(index.KV, error) bool) {
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return
 		}
-		s, err := t.session(ctx)
+		s, err := t.session()
 		if err != nil {
-			yield(smart.KV{}, closedError(err))
+			yield(index.KV{}, closedError(err))
 			return
 		}
 		defer t.release(s)
-		sc := scanner{s: s, lo: lo, hi: hi, yield: yield}
-		if err := sc.run(); err != nil {
-			yield(smart.KV{}, closedError(err))
+		sc := scanner{s: s, lo: lo, hi: hi, desc: desc, yield: yield}
+		run := sc.run
+		if desc {
+			run = sc.runReverse
+		}
+		if err := run(ctx); err != nil {
+			yield(index.KV{}, closedError(err))
 		}
 	}
 }
@@ -48,7 +57,9 @@ func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, erro
 type scanner struct {
 	s      *session
 	lo, hi []byte
-	yield  func(smart.KV, error) bool
+	desc   bool   // ReverseScan: leaves from the right, pairs in descending order
+	parent []byte // ReverseScan: the last level-1 page read
+	yield  func(index.KV, error) bool
 	slots  []int
 	bufs   [][]byte // batch read buffers
 	ops    []remote.Op
@@ -56,9 +67,9 @@ type scanner struct {
 
 // run scans; it returns nil when the range is exhausted or the caller
 // stopped.
-func (sc *scanner) run() error {
+func (sc *scanner) run(ctx context.Context) error {
 	s, g := sc.s, &sc.s.t.g
-	p, err := s.readLeaf(sc.lo)
+	p, err := s.readLeaf(ctx, sc.lo)
 	if err != nil {
 		return err
 	}
@@ -85,7 +96,7 @@ func (sc *scanner) run() error {
 		for i, a := range addrs {
 			sc.ops = append(sc.ops, remote.Read(a, sc.bufs[i]))
 		}
-		if err := s.c.Do(s.ctx, sc.ops); err != nil {
+		if err := s.c.Do(ctx, sc.ops); err != nil {
 			return err
 		}
 		s.retries = 0
@@ -97,7 +108,7 @@ func (sc *scanner) run() error {
 			p := page{g, sc.bufs[i]}
 			if !p.valid() {
 				s.t.stats.tornReads.Add(1)
-				if p, err = s.read(a, 0, sc.bufs[i]); err != nil {
+				if p, err = s.read(ctx, a, 0, sc.bufs[i]); err != nil {
 					return err
 				}
 			}
@@ -113,8 +124,8 @@ func (sc *scanner) run() error {
 	}
 }
 
-// emit yields the pairs of leaf p within the scan's bounds in key order; it
-// reports false if the caller stopped.
+// emit yields the pairs of leaf p within the scan's bounds in key order
+// (descending for a reverse scan); it reports false if the caller stopped.
 func (sc *scanner) emit(p page) bool {
 	sc.slots = sc.slots[:0]
 	for i := range p.g.leafSpan {
@@ -126,6 +137,9 @@ func (sc *scanner) emit(p page) bool {
 	slices.SortFunc(sc.slots, func(a, b int) int {
 		ka, _ := p.leafKV(a)
 		kb, _ := p.leafKV(b)
+		if sc.desc {
+			return bytes.Compare(kb, ka)
+		}
 		return bytes.Compare(ka, kb)
 	})
 	var prev []byte
@@ -137,7 +151,7 @@ func (sc *scanner) emit(p page) bool {
 			continue
 		}
 		prev = k
-		if !sc.yield(smart.KV{Key: bytes.Clone(k), Value: bytes.Clone(v)}, nil) {
+		if !sc.yield(index.KV{Key: bytes.Clone(k), Value: bytes.Clone(v)}, nil) {
 			return false
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dmindex/dmindex/internal/indextest"
+	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -14,22 +16,11 @@ func simPool(t *testing.T, o remote.Ordering, seed uint64) *remote.Pool {
 
 var orderings = []remote.Ordering{remote.InOrder, remote.Strict}
 
-// TestSimOwnedKeys runs the owned-keys workload with hundreds of simulated
-// clients in both ordering modes.
-func TestSimOwnedKeys(t *testing.T) {
-	for _, o := range orderings {
-		t.Run(o.String(), func(t *testing.T) {
-			seed := testSeed(t)
-			w := ownedWorkload{cns: 4, clients: 64, ops: 60, space: 4000, opts: Options{Span: 8}}
-			if testing.Short() {
-				w.ops = 20
-			}
-			p := simPool(t, o, seed)
-			trees := w.run(t, p, seed)
-			st := sumStats(trees)
-			t.Logf("virtual time %v, %+v", p.Report().Elapsed, st)
-		})
-	}
+// TestSimSmallPages runs the battery's simulated workloads
+// (indextest.RunSim: hundreds of clients, both orderings and Skew) with
+// eight-entry pages, so that splits race under torn reads.
+func TestSimSmallPages(t *testing.T) {
+	indextest.RunSim(t, contractTarget("sherman-span8", Options{Span: 8, KeySize: 16, ValueSize: 16}))
 }
 
 // TestSimHotKeys concentrates hundreds of clients on a few leaves, so that
@@ -42,7 +33,7 @@ func TestSimHotKeys(t *testing.T) {
 	}{{remote.InOrder, false}, {remote.Strict, false}, {remote.InOrder, true}, {remote.Strict, true}} {
 		o := c.o
 		t.Run(fmt.Sprintf("%v-rdwc=%v", o, c.rdwc), func(t *testing.T) {
-			seed := testSeed(t)
+			seed := testseed.Seed(t)
 			w := ownedWorkload{cns: 4, clients: 50, ops: 40, space: 200, opts: Options{Span: 16, RDWC: c.rdwc}}
 			if testing.Short() {
 				w.ops = 15
@@ -71,7 +62,7 @@ func TestSimSmallTreeStress(t *testing.T) {
 			if testing.Short() {
 				per = 8
 			}
-			smallTreeStress(t, simPool(t, o, testSeed(t)), 4, 4, 64, per)
+			smallTreeStress(t, simPool(t, o, testseed.Seed(t)), 4, 4, 64, per)
 		})
 	}
 }
@@ -79,7 +70,7 @@ func TestSimSmallTreeStress(t *testing.T) {
 func TestSimScan(t *testing.T) {
 	for _, o := range orderings {
 		t.Run(o.String(), func(t *testing.T) {
-			seed := testSeed(t)
+			seed := testseed.Seed(t)
 			scanUnderChurn(t, simPool(t, o, seed), seed, 4, 32, 16)
 		})
 	}
@@ -88,7 +79,7 @@ func TestSimScan(t *testing.T) {
 // TestSimDeterministic runs one workload twice with one seed and expects
 // identical statistics and virtual end time.
 func TestSimDeterministic(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	run := func() string {
 		p := simPool(t, remote.Strict, seed)
 		w := ownedWorkload{cns: 2, clients: 16, ops: 30, space: 500, opts: Options{Span: 6}}

@@ -7,13 +7,13 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // Tree is a Sherman B+tree opened on one compute node. It implements
-// smart.Index and is safe for concurrent use by the goroutines of that node.
+// index.Index and is safe for concurrent use by the goroutines of that node.
 // Open one Tree per compute node and name: the Tree owns the node's local
 // lock table and index cache.
 type Tree struct {
@@ -84,21 +84,21 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if opts.RDWC {
 		t.rdwc = rdwc.New(rdwc.Options{})
 	}
-	s, err := t.session(context.Background())
+	s, err := t.session()
 	if err != nil {
 		return nil, err
 	}
 	defer t.release(s)
-	if err := s.open(); err != nil {
+	if err := s.open(context.Background()); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
 // open finds or creates the tree's root.
-func (s *session) open() error {
+func (s *session) open(ctx context.Context) error {
 	t := s.t
-	meta, err := s.c.Named(s.ctx, "sherman/"+t.opts.Name, metaBytes)
+	meta, err := s.c.Named(ctx, "sherman/"+t.opts.Name, metaBytes)
 	if err != nil {
 		return err
 	}
@@ -109,30 +109,30 @@ func (s *session) open() error {
 		remote.Read(meta.Add(offMetaRoot), word[:]),
 		remote.Read(meta.Add(offMetaLocks), locks[:]),
 	}
-	if err := s.c.Do(s.ctx, ops); err != nil {
+	if err := s.c.Do(ctx, ops); err != nil {
 		return err
 	}
 	if old := ops[0].Old; old != 0 && old != t.g.descriptor() {
 		return fmt.Errorf("%w: tree %q has descriptor %#x, these options give %#x",
 			ErrOptionsMismatch, t.opts.Name, old, t.g.descriptor())
 	}
-	if err := s.openLocks(le.Uint64(locks[:])); err != nil {
+	if err := s.openLocks(ctx, le.Uint64(locks[:])); err != nil {
 		return err
 	}
 	root := remote.Addr(le.Uint64(word[:]))
 	if root == 0 {
 		// Create an empty leaf and race to install it; a loser's page stays
 		// unused (it is never handed out again).
-		leaf, err := s.alloc()
+		leaf, err := s.alloc(ctx)
 		if err != nil {
 			return err
 		}
 		h := header{version: 1, highInf: true}
 		t.g.encodeLeaf(s.buf[0], &h, nil)
-		if err := s.c.Write(s.ctx, leaf, s.buf[0][:t.g.leafBytes]); err != nil {
+		if err := s.c.Write(ctx, leaf, s.buf[0][:t.g.leafBytes]); err != nil {
 			return err
 		}
-		old, err := s.c.CAS(s.ctx, meta.Add(offMetaRoot), 0, uint64(leaf))
+		old, err := s.c.CAS(ctx, meta.Add(offMetaRoot), 0, uint64(leaf))
 		if err != nil {
 			return err
 		}
@@ -155,7 +155,7 @@ func lockDescriptor(size int) uint64 { return lockMagic | uint64(size) }
 // descriptor read (0 if none yet), and creates the local lock table. Only
 // an opener whose geometry matched gets here, so the first of them records
 // its size.
-func (s *session) openLocks(rec uint64) error {
+func (s *session) openLocks(ctx context.Context, rec uint64) error {
 	t := s.t
 	cfg := t.cn.Pool().Config()
 	words := cfg.OnChipBytes / 8
@@ -164,7 +164,7 @@ func (s *session) openLocks(rec uint64) error {
 		if size == 0 {
 			size = words
 		}
-		old, err := s.c.CAS(s.ctx, t.meta.Add(offMetaLocks), 0, lockDescriptor(size))
+		old, err := s.c.CAS(ctx, t.meta.Add(offMetaLocks), 0, lockDescriptor(size))
 		if err != nil {
 			return err
 		}
@@ -189,7 +189,7 @@ func (s *session) openLocks(rec uint64) error {
 }
 
 // Close releases the tree's compute-node state (index cache). Operations
-// after Close fail with smart.ErrClosed; the remote tree stays for other
+// after Close fail with index.ErrClosed; the remote tree stays for other
 // compute nodes. Close is idempotent.
 func (t *Tree) Close() error {
 	if t.closed.Swap(true) {
@@ -199,7 +199,7 @@ func (t *Tree) Close() error {
 		t.cache.clear()
 	}
 	if t.rdwc != nil {
-		t.rdwc.Close(smart.ErrClosed)
+		t.rdwc.Close(index.ErrClosed)
 	}
 	return nil
 }
@@ -207,24 +207,11 @@ func (t *Tree) Close() error {
 // Options returns the options the tree was opened with, defaults filled in.
 func (t *Tree) Options() Options { return t.opts }
 
-// Geometry describes the page layout of a tree.
-type Geometry struct {
-	LeafSpan, InnerSpan   int // entries per leaf and per internal page
-	LeafBytes, InnerBytes int // bytes of a leaf and of an internal page
-	PageBytes             int // bytes allocated per page
-}
-
-// Geometry returns the tree's page layout.
-func (t *Tree) Geometry() Geometry {
-	return Geometry{t.g.leafSpan, t.g.innerSpan, t.g.leafBytes, t.g.innerBytes, t.g.pageBytes}
-}
-
 // session is the per-operation state of one client: a remote.Client used
 // by one goroutine at a time, scratch buffers and the traversal path.
 type session struct {
 	t       *Tree
 	c       *remote.Client
-	ctx     context.Context
 	tag     uint64 // this client's global lock word value
 	retries int
 	buf     [3][]byte                 // page buffers
@@ -234,11 +221,11 @@ type session struct {
 }
 
 // session returns an idle session, or a new one with a new client, for an
-// operation under ctx. Sessions are reused last-in first-out so that a
+// operation. Sessions are reused last-in first-out so that a
 // goroutine running operations back to back keeps its client.
-func (t *Tree) session(ctx context.Context) (*session, error) {
+func (t *Tree) session() (*session, error) {
 	if t.closed.Load() {
-		return nil, smart.ErrClosed
+		return nil, index.ErrClosed
 	}
 	t.mu.Lock()
 	var s *session
@@ -255,7 +242,6 @@ func (t *Tree) session(ctx context.Context) (*session, error) {
 		}
 		s.w.c = c
 	}
-	s.ctx = ctx
 	s.retries = 0
 	s.path = [maxLevel + 1]remote.Addr{}
 	s.c.ChargeOp()
@@ -264,40 +250,39 @@ func (t *Tree) session(ctx context.Context) (*session, error) {
 
 // release returns s to the idle list.
 func (t *Tree) release(s *session) {
-	s.ctx = nil
 	t.mu.Lock()
 	t.idle = append(t.idle, s)
 	t.mu.Unlock()
 }
 
 // retry consumes one unit of the operation's retry budget and returns an
-// error wrapping smart.ErrContention once it is exhausted.
+// error wrapping index.ErrContention once it is exhausted.
 func (s *session) retry(cause string, a remote.Addr) error {
 	s.retries++
 	s.t.stats.retries.Add(1)
 	if s.retries > s.t.opts.RetryBudget {
-		return fmt.Errorf("sherman: %s at %v after %d retries: %w", cause, a, s.t.opts.RetryBudget, smart.ErrContention)
+		return fmt.Errorf("sherman: %s at %v after %d retries: %w", cause, a, s.t.opts.RetryBudget, index.ErrContention)
 	}
 	return nil
 }
 
 // closedError makes an error of a closed pool also satisfy
-// errors.Is(err, smart.ErrClosed), as SMART's do.
+// errors.Is(err, index.ErrClosed), as SMART's do.
 func closedError(err error) error {
-	if errors.Is(err, remote.ErrClosed) && !errors.Is(err, smart.ErrClosed) {
-		return fmt.Errorf("%w: %w", smart.ErrClosed, err)
+	if errors.Is(err, remote.ErrClosed) && !errors.Is(err, index.ErrClosed) {
+		return fmt.Errorf("%w: %w", index.ErrClosed, err)
 	}
 	return err
 }
 
-// corrupt returns an error wrapping smart.ErrCorrupt.
+// corrupt returns an error wrapping index.ErrCorrupt.
 func corrupt(format string, args ...any) error {
-	return fmt.Errorf("sherman: %s: %w", fmt.Sprintf(format, args...), smart.ErrCorrupt)
+	return fmt.Errorf("sherman: %s: %w", fmt.Sprintf(format, args...), index.ErrCorrupt)
 }
 
 // alloc allocates one page, line-aligned, round-robin over memory nodes.
-func (s *session) alloc() (remote.Addr, error) {
-	a, err := s.c.AllocOn(context.WithoutCancel(s.ctx), -1, s.t.g.pageBytes, lineBytes)
+func (s *session) alloc(ctx context.Context) (remote.Addr, error) {
+	a, err := s.c.AllocOn(context.WithoutCancel(ctx), -1, s.t.g.pageBytes, lineBytes)
 	if err != nil {
 		return 0, fmt.Errorf("sherman: allocating a page: %w", err)
 	}
@@ -308,35 +293,15 @@ func (s *session) alloc() (remote.Addr, error) {
 func (t *Tree) checkKey(key []byte) error {
 	switch {
 	case len(key) == 0:
-		return smart.ErrEmptyKey
+		return index.ErrEmptyKey
 	case len(key) > t.g.keySize:
-		return fmt.Errorf("%w: %d bytes, the tree's KeySize is %d", smart.ErrKeyTooLong, len(key), t.g.keySize)
+		return fmt.Errorf("%w: %d bytes, the tree's KeySize is %d", index.ErrKeyTooLong, len(key), t.g.keySize)
 	}
 	return nil
 }
 
 // errNoLevel: a descent asked for a level above the root's.
 var errNoLevel = errors.New("sherman: level above the root")
-
-// Stats counts a tree's protocol events on its compute node since Open.
-type Stats struct {
-	CacheHits, CacheMisses uint64 // index cache lookups of leaf operations
-	CacheInvalidations     uint64 // cached pages dropped after a fence mismatch
-	GlobalLocks            uint64 // global lock acquisitions (successful CAS)
-	HandOvers              uint64 // local hand-overs that skipped the CAS
-	LockCASFailures        uint64 // failed global lock CASes
-	TornReads              uint64 // page reads retried because a check failed
-	Retries                uint64 // retry budget units spent
-	LeafSplits             uint64
-	InnerSplits            uint64
-	RootGrowths            uint64 // new roots installed by this node
-	// UnlinkedSplits counts splits whose separator insert failed after the
-	// split (out of memory, retry budget, pool closed): the new page is
-	// reached through its left sibling only (B-link), and the Put that
-	// split stored its pair all the same.
-	UnlinkedSplits      uint64
-	Delegated, Combined uint64 // Gets and Puts served by another client (Options.RDWC)
-}
 
 type counters struct {
 	cacheHits, cacheMisses, cacheInval atomic.Uint64
@@ -346,16 +311,20 @@ type counters struct {
 	unlinked                           atomic.Uint64
 }
 
-// Stats returns a snapshot of the tree's protocol counters.
-func (t *Tree) Stats() Stats {
+// Stats returns a snapshot of the tree's counters (the Sherman fields of
+// index.Stats). A cache lookup is one location of a leaf operation's leaf;
+// a hit one the cache routed to the right leaf, with no internal page read
+// (a cached page found stale counts as a miss).
+func (t *Tree) Stats() index.Stats {
 	c := &t.stats
 	var shared rdwc.Stats
 	if t.rdwc != nil {
 		shared = t.rdwc.Stats()
 	}
-	return Stats{
+	hits, inval := c.cacheHits.Load(), c.cacheInval.Load()
+	return index.Stats{
 		Delegated: shared.Delegated, Combined: shared.Combined,
-		CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(), CacheInvalidations: c.cacheInval.Load(),
+		CacheLookups: hits + c.cacheMisses.Load() - inval, CacheHits: hits - inval, CacheInvalidations: inval,
 		GlobalLocks: c.globalLocks.Load(), HandOvers: c.handOvers.Load(), LockCASFailures: c.casFails.Load(),
 		TornReads: c.tornReads.Load(), Retries: c.retries.Load(),
 		LeafSplits: c.leafSplits.Load(), InnerSplits: c.innerSplits.Load(), RootGrowths: c.rootGrows.Load(),
@@ -363,4 +332,4 @@ func (t *Tree) Stats() Stats {
 	}
 }
 
-var _ smart.Index = (*Tree)(nil)
+var _ index.Index = (*Tree)(nil)

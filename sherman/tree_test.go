@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 func TestEmptyTree(t *testing.T) {
@@ -36,11 +36,11 @@ func TestArgumentErrors(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"put empty key", tr.Put(ctx, nil, nil), smart.ErrEmptyKey},
-		{"put long key", tr.Put(ctx, []byte("12345"), nil), smart.ErrKeyTooLong},
-		{"put large value", tr.Put(ctx, []byte("k"), []byte("1234")), smart.ErrValueTooLarge},
-		{"get long key", func() error { _, _, err := tr.Get(ctx, []byte("12345")); return err }(), smart.ErrKeyTooLong},
-		{"delete empty key", func() error { _, err := tr.Delete(ctx, []byte{}); return err }(), smart.ErrEmptyKey},
+		{"put empty key", tr.Put(ctx, nil, nil), index.ErrEmptyKey},
+		{"put long key", tr.Put(ctx, []byte("12345"), nil), index.ErrKeyTooLong},
+		{"put large value", tr.Put(ctx, []byte("k"), []byte("1234")), index.ErrValueTooLarge},
+		{"get long key", func() error { _, _, err := tr.Get(ctx, []byte("12345")); return err }(), index.ErrKeyTooLong},
+		{"delete empty key", func() error { _, err := tr.Delete(ctx, []byte{}); return err }(), index.ErrEmptyKey},
 	}
 	for _, c := range cases {
 		if !errors.Is(c.err, c.want) {
@@ -53,14 +53,14 @@ func TestArgumentErrors(t *testing.T) {
 	if err := tr.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Put(ctx, []byte("k"), nil); !errors.Is(err, smart.ErrClosed) {
+	if err := tr.Put(ctx, []byte("k"), nil); !errors.Is(err, index.ErrClosed) {
 		t.Fatalf("Put after Close: %v", err)
 	}
-	if _, _, err := tr.Get(ctx, []byte("k")); !errors.Is(err, smart.ErrClosed) {
+	if _, _, err := tr.Get(ctx, []byte("k")); !errors.Is(err, index.ErrClosed) {
 		t.Fatalf("Get after Close: %v", err)
 	}
 	for _, err := range tr.Scan(ctx, nil, nil) {
-		if !errors.Is(err, smart.ErrClosed) {
+		if !errors.Is(err, index.ErrClosed) {
 			t.Fatalf("Scan after Close: %v", err)
 		}
 	}
@@ -81,11 +81,11 @@ func TestBadOptions(t *testing.T) {
 		t.Errorf("Open without on-chip memory = %v, want ErrBadOptions", err)
 	}
 	small := newPool(t, remote.Config{NodeBytes: 64 << 10, ChunkBytes: 4096})
-	if _, err := Open(small.NewComputeNode(), Options{KeySize: MaxKeySize, ValueSize: MaxValueSize}); !errors.Is(err, ErrBadOptions) {
+	if _, err := Open(small.NewComputeNode(), Options{KeySize: MaxKeyLen, ValueSize: MaxValueLen}); !errors.Is(err, ErrBadOptions) {
 		t.Errorf("Open with pages larger than a memory node = %v, want ErrBadOptions", err)
 	}
 	openTree(t, p, Options{Name: "a"})
-	if _, err := Open(p.NewComputeNode(), Options{Name: "a", KeySize: 32}); !errors.Is(err, ErrOptionsMismatch) {
+	if _, err := Open(p.NewComputeNode(), Options{Name: "a", KeySize: 8}); !errors.Is(err, ErrOptionsMismatch) {
 		t.Errorf("reopen with another key size = %v, want ErrOptionsMismatch", err)
 	}
 }

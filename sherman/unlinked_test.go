@@ -52,11 +52,11 @@ func TestPutStoredDespiteSeparatorFailure(t *testing.T) {
 	if left := nodeBytes - int(memoryUsed(t, p)[0]); left < page || left >= 2*page {
 		t.Fatalf("%d bytes left, want one page of %d", left, page)
 	}
-	held, err := tr.session(ctx)
+	held, err := tr.session()
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := tr.session(ctx)
+	fresh, err := tr.session()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +74,11 @@ func TestPutStoredDespiteSeparatorFailure(t *testing.T) {
 			t.Fatalf("Get(%d) = %x, %v, %v", i, v, ok, err)
 		}
 	}
-	s, err := tr.session(ctx)
+	s, err := tr.session()
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := s.verify(false)
+	info, err := s.verify(ctx, false)
 	tr.release(s)
 	if err != nil || info.unlisted != 1 {
 		t.Fatalf("verify: %+v, %v; want one page missing from its parent", info, err)

@@ -28,14 +28,15 @@ func TestBattery(t *testing.T) {
 // of the factor analysis: every variant must be as correct as the default.
 func TestBatteryVariants(t *testing.T) {
 	variants := map[string]smart.Options{
-		"locked-internal":    {LockedInternal: true},
-		"out-of-place-leaf":  {OutOfPlaceLeaves: true},
-		"separate-lock":      {SeparateLock: true},
-		"no-rdwc":            {NoReadDelegation: true, NoWriteCombining: true},
-		"hash-cache":         {HashCache: true},
-		"no-cache":           {CacheBytes: -1},
-		"tiny-cache":         {CacheBytes: 4 << 10},
-		"paper-ART-baseline": {LockedInternal: true, OutOfPlaceLeaves: true, NoReadDelegation: true, NoWriteCombining: true},
+		"locked-internal":      {LockedInternal: true},
+		"out-of-place-leaf":    {OutOfPlaceLeaves: true},
+		"release-round-trip":   {Release: smart.ReleaseRoundTrip},
+		"release-second-write": {Release: smart.ReleaseSecondWrite},
+		"no-rdwc":              {NoReadDelegation: true, NoWriteCombining: true},
+		"hash-cache":           {HashCache: true},
+		"no-cache":             {CacheBytes: -1},
+		"tiny-cache":           {CacheBytes: 4 << 10},
+		"paper-ART-baseline":   {LockedInternal: true, OutOfPlaceLeaves: true, NoReadDelegation: true, NoWriteCombining: true},
 	}
 	for name, opts := range variants {
 		t.Run(name, func(t *testing.T) {
@@ -66,9 +67,9 @@ func TestBatteryMixedOptions(t *testing.T) {
 	local := []smart.Options{
 		{},
 		{OutOfPlaceLeaves: true},
-		{SeparateLock: true, NoReadDelegation: true},
-		{NoWriteCombining: true, HashCache: true},
-		{CacheBytes: -1, OutOfPlaceLeaves: true, SeparateLock: true},
+		{Release: smart.ReleaseRoundTrip, NoReadDelegation: true},
+		{NoWriteCombining: true, HashCache: true, Release: smart.ReleaseSecondWrite},
+		{CacheBytes: -1, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip},
 	}
 	tg := indextest.Target{
 		Name: "smart-mixed",

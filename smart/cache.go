@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dmindex/dmindex/artcache"
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -24,34 +25,27 @@ import (
 // absent from a snapshot is never taken as an answer: the slot or the node is
 // read fresh.
 
-// cacheCounters are the tree's honest cache statistics: an operation counts
-// as a hit when its traversal started below the root.
+// cacheCounters are the tree's cache statistics (see index.Stats): per
+// operation, lookups and leaf-direct hits; per traversal, starts below the
+// root and the levels they skipped.
 type cacheCounters struct {
-	lookups, hits, levelsSaved, invalidations atomic.Uint64
+	lookups, hits, starts, levelsSaved, invalidations atomic.Uint64
 }
 
-// CacheStats returns how many operations consulted the cache and how many
-// of them started their traversal below the root.
-func (t *Tree) CacheStats() (hits, lookups uint64) {
-	return t.cstats.hits.Load(), t.cstats.lookups.Load()
-}
-
-// CacheReport describes the compute node's cache.
-type CacheReport struct {
-	Lookups, Hits uint64 // operations that consulted the cache / started below the root
-	LevelsSaved   uint64 // internal nodes not read thanks to the cache, summed over hits
-	Invalidations uint64 // entries dropped because a reader found them stale
-	Entries       int    // nodes held
-	Bytes         int64  // bytes held (snapshots, prefixes and index)
-}
-
-// Cache reports the compute node's cache.
-func (t *Tree) Cache() CacheReport {
+// Stats returns the compute node's counters: the cache's (a hit is a point
+// operation that reached its leaf without reading an internal node), the
+// leaves found torn under a fresh lock, and read delegation and write
+// combining.
+func (t *Tree) Stats() index.Stats {
 	st := t.cache.Stats()
-	return CacheReport{
-		Lookups: t.cstats.lookups.Load(), Hits: t.cstats.hits.Load(),
-		LevelsSaved: t.cstats.levelsSaved.Load(), Invalidations: t.cstats.invalidations.Load(),
-		Entries: st.Entries, Bytes: st.Bytes,
+	rd := t.rd.Stats()
+	c := &t.cstats
+	return index.Stats{
+		CacheLookups: c.lookups.Load(), CacheHits: c.hits.Load(),
+		CacheStartsBelowRoot: c.starts.Load(), CacheLevelsSaved: c.levelsSaved.Load(),
+		CacheInvalidations: c.invalidations.Load(), CacheEntries: st.Entries, CacheBytes: st.Bytes,
+		TornUnderLock: t.tornLocked.Load(),
+		Delegated:     rd.Delegated, Combined: rd.Combined,
 	}
 }
 
@@ -69,9 +63,8 @@ func newCache(opts Options) *artcache.Cache {
 func (s *session) start(ctx context.Context) (cursor, error) {
 	t := s.t
 	if t.opts.CacheBytes >= 0 {
-		t.cstats.lookups.Add(1)
 		if e, idx, plen, ok := t.cache.Lookup(s.enc); ok {
-			t.cstats.hits.Add(1)
+			t.cstats.starts.Add(1)
 			t.cstats.levelsSaved.Add(uint64(e.Level + 1))
 			s.entry, s.entryPlen = e, plen
 			return cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots[idx]),

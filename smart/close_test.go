@@ -73,11 +73,11 @@ func TestCacheTinyBudget(t *testing.T) {
 			t.Fatalf("Get #%d: %x %v %v", i, v, ok, err)
 		}
 	}
-	r := tr.Cache()
-	if r.Bytes > 2<<10 {
-		t.Fatalf("cache holds %d bytes over its 2 KiB budget", r.Bytes)
+	r := tr.Stats()
+	if r.CacheBytes > 2<<10 {
+		t.Fatalf("cache holds %d bytes over its 2 KiB budget", r.CacheBytes)
 	}
-	if r.Lookups == 0 {
+	if r.CacheLookups == 0 {
 		t.Fatal("cache never consulted")
 	}
 	if err := tr.Verify(ctx); err != nil {

@@ -2,7 +2,6 @@ package smart
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -51,60 +50,36 @@ func (s *session) delete(ctx context.Context, key []byte) (bool, error) {
 
 // deleteLocked deletes under the leaf's lock.
 func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (done, found bool, next cursor, err error) {
-	for attempt := 0; ; attempt++ {
-		v, st, lockOld, err := s.lockAndRead(ctx, cur.sl)
+	res, v, cur, err := s.lockLeaf(ctx, cur, key)
+	switch {
+	case err != nil || res == leafMoved:
+		return false, false, cur, err
+	case res == leafOther:
+		return true, false, cur, nil
+	}
+	// The leaf is ours: complete even if ctx is cancelled.
+	//  1. W(L.meta without valid): I6, marked before it is unlinked.
+	//  2. CAS(slot: L → tombstone): the linearization point; the tombstone
+	//     keeps the partial key (I1, I2).
+	//  3. W(L.lock = RETIRED) before returning (I4, I5).
+	ctx = context.WithoutCancel(ctx)
+	leaf := cur.sl
+	ops := s.markRemoved(s.batch(), leaf, v.meta)
+	for {
+		ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
 		if err != nil {
 			return false, false, cur, err
 		}
-		locked := lockOld == 0
-		switch {
-		case st == leafRetired || lockOld == lockRetired || (st == leafOK && s.stale(cur, v.rev)):
-			if locked {
-				s.unlockAsync(ctx, cur.sl)
+		if old := slot(ops[len(ops)-1].Old); old == cur.sl {
+			return true, true, cur, s.retire(ctx, leaf)
+		} else if cur, err = s.relocate(ctx, cur.with(old), leaf); err != nil {
+			// A leaf split moved the locked leaf deeper and it cannot be
+			// found: give it back.
+			if uerr := s.unlock(ctx, leaf, v.meta); uerr != nil {
+				return false, false, cur, uerr
 			}
-			cur, err = s.reread(ctx, cur)
 			return false, false, cur, err
-		case st == leafTorn:
-			if locked {
-				s.unlockAsync(ctx, cur.sl)
-			}
-			if err := s.retry(); err != nil {
-				return false, false, cur, err
-			}
-			continue
-		case !v.matches(key):
-			if locked {
-				s.unlockAsync(ctx, cur.sl)
-			}
-			return true, false, cur, nil
-		case !locked:
-			if attempt >= maxLockAttempts {
-				return false, false, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
-			}
-			s.c.Backoff(attempt)
-			continue
 		}
-		// The leaf is ours: complete even if ctx is cancelled. Its valid bit
-		// is cleared before the slot CAS (see moveLeaf).
-		ctx := context.WithoutCancel(ctx)
-		leaf := cur.sl
-		ops := s.markRemoved(s.batch(), leaf, v.meta)
-		for {
-			ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
-			if err != nil {
-				return false, false, cur, err
-			}
-			if old := slot(ops[len(ops)-1].Old); old == cur.sl {
-				return true, true, cur, s.retire(ctx, leaf)
-			} else if cur, err = s.relocate(ctx, cur.with(old), leaf); err != nil {
-				// A leaf split moved the locked leaf deeper and it cannot be
-				// found: give it back.
-				if uerr := s.unlock(ctx, leaf, v.meta); uerr != nil {
-					return false, false, cur, uerr
-				}
-				return false, false, cur, err
-			}
-			ops = s.batch()
-		}
+		ops = s.batch()
 	}
 }

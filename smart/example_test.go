@@ -40,6 +40,12 @@ func Example() {
 		}
 		fmt.Printf("%s = %s\n", kv.Key, kv.Value)
 	}
+	for kv, err := range tree.ReverseScan(ctx, nil, []byte("c")) { // keys < "c", descending
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s = %s\n", kv.Key, kv.Value)
+	}
 	found, err = tree.Delete(ctx, []byte("apple"))
 	if err != nil {
 		log.Fatal(err)
@@ -49,5 +55,7 @@ func Example() {
 	// banana: "fruit banana" true
 	// banana = fruit banana
 	// cherry = fruit cherry
+	// banana = fruit banana
+	// apple = fruit apple
 	// deleted apple: true
 }

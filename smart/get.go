@@ -3,6 +3,8 @@ package smart
 import (
 	"bytes"
 	"context"
+
+	"github.com/dmindex/dmindex/rdwc"
 )
 
 // Get returns the value stored under key.
@@ -20,9 +22,21 @@ func (t *Tree) Get(ctx context.Context, key []byte) (value []byte, found bool, e
 	}
 	defer t.release(s)
 	s.enc = appendEncoded(s.enc[:0], key)
-	s.ctx, s.key = ctx, key
 	value, found, err = t.rd.Read(ctx, s.c, key, s.getFn)
 	return value, found, wrapRemote(err)
+}
+
+// getInWindow is the search of Get run by rdwc: alone, or as the delegate
+// whose result the readers of its window share.
+func (s *session) getInWindow(ctx context.Context, w *rdwc.Window) ([]byte, bool, error) {
+	s.win, s.sealed = w, false
+	var v []byte
+	var found bool
+	err := s.attempt(ctx, "get", func() (err error) {
+		v, found, err = s.get(ctx, w.Key())
+		return err
+	})
+	return v, found, err
 }
 
 func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {

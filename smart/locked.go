@@ -23,6 +23,7 @@ func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) er
 		// Its own op array: the caller's batch may hold staged writes.
 		ops := s.lockOps[:]
 		ops[0], ops[1] = remote.CAS(node.Add(nodeLockOff), 0, s.lockTag()), remote.Read(node, buf)
+		s.nodeReads++
 		if err := s.c.Do(ctx, ops); err != nil {
 			return err
 		}

@@ -20,7 +20,7 @@ func TestOpenOptionsMismatch(t *testing.T) {
 		{"lock-free then locked", Options{}, Options{LockedInternal: true}, ErrOptionsMismatch},
 		{"locked then lock-free", Options{LockedInternal: true}, Options{}, ErrOptionsMismatch},
 		{"locked twice", Options{LockedInternal: true}, Options{LockedInternal: true}, nil},
-		{"local switches", Options{}, Options{OutOfPlaceLeaves: true, SeparateLock: true, NoReadDelegation: true,
+		{"local switches", Options{}, Options{OutOfPlaceLeaves: true, Release: ReleaseRoundTrip, NoReadDelegation: true,
 			NoWriteCombining: true, HashCache: true, CacheBytes: -1, RetryBudget: 3}, nil},
 	}
 	for _, tc := range tests {

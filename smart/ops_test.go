@@ -234,44 +234,6 @@ func TestDeleteAndReinsert(t *testing.T) {
 	}
 }
 
-func TestInputErrors(t *testing.T) {
-	tr, p := newTree(t, remote.Config{}, Options{})
-	ctx := context.Background()
-	if err := tr.Put(ctx, []byte("k"), []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	cases := []struct {
-		name string
-		err  error
-		want error
-	}{
-		{"empty key", tr.Put(ctx, nil, nil), ErrEmptyKey},
-		{"long key", tr.Put(ctx, make([]byte, MaxKeyLen+1), nil), ErrKeyTooLong},
-		{"large value", tr.Put(ctx, []byte("k"), make([]byte, MaxValueLen+1)), ErrValueTooLarge},
-	}
-	for _, c := range cases {
-		if !errors.Is(c.err, c.want) {
-			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
-		}
-	}
-	if v, ok, _ := tr.Get(ctx, []byte("k")); !ok || string(v) != "v" {
-		t.Fatal("a failed Put lost the value")
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := tr.Put(cctx, []byte("k"), []byte("w")); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled Put: %v", err)
-	}
-	p.Close()
-	if _, _, err := tr.Get(ctx, []byte("k")); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Get on a closed pool: %v", err)
-	}
-	tr.Close()
-	if err := tr.Put(ctx, []byte("k"), nil); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Put after Close: %v", err)
-	}
-}
-
 func TestOutOfMemory(t *testing.T) {
 	tr, _ := newTree(t, remote.Config{NodeBytes: 64 << 10, ChunkBytes: 4096}, Options{})
 	ctx := context.Background()

@@ -1,5 +1,7 @@
 package smart
 
+import "fmt"
+
 // Options configure a SMART tree. The zero Options are the paper's design:
 // lock-free internal nodes, in-place leaves with a rear-embedded lock, read
 // delegation, write combining and an ART-indexed cache.
@@ -34,9 +36,10 @@ type Options struct {
 	// is still locked while it is replaced, which keeps the variant
 	// linearizable with stale caches.
 	OutOfPlaceLeaves bool
-	// SeparateLock releases the leaf lock with its own round trip after the
-	// data write instead of in the same batch (no rear-embedded lock).
-	SeparateLock bool
+	// Release says how an in-place update releases the leaf's rear lock.
+	// The zero value, ReleaseInWrite, is the paper's rear-embedded lock.
+	// It is local to the compute node: any mix is correct (invariant I7).
+	Release Release
 	// NoReadDelegation disables read delegation among the node's clients.
 	NoReadDelegation bool
 	// NoWriteCombining disables write combining among the node's clients.
@@ -51,3 +54,35 @@ const (
 	DefaultCacheBytes  = 64 << 20
 	DefaultRetryBudget = 64
 )
+
+// Release is how an in-place update of a leaf releases its rear lock
+// (docs/smart-protocol.md, invariant I7).
+type Release uint8
+
+const (
+	// ReleaseInWrite clears the lock word, the leaf's last word, with the
+	// WRITE of the new data: an update of an existing key costs 3 verbs in
+	// 2 round trips.
+	ReleaseInWrite Release = iota
+	// ReleaseSecondWrite clears the lock word with a second WRITE in the
+	// same batch, which lands after every line of the data: 4 verbs in 2
+	// round trips.
+	ReleaseSecondWrite
+	// ReleaseRoundTrip clears the lock word with a WRITE in a third round
+	// trip, after the data WRITE completed (the naive ART of the factor
+	// analysis): 4 verbs in 3 round trips.
+	ReleaseRoundTrip
+)
+
+// String returns the release's name as the factor analysis prints it.
+func (r Release) String() string {
+	switch r {
+	case ReleaseInWrite:
+		return "in-write"
+	case ReleaseSecondWrite:
+		return "second-write"
+	case ReleaseRoundTrip:
+		return "round-trip"
+	}
+	return fmt.Sprintf("Release(%d)", uint8(r))
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -109,7 +110,7 @@ func TestPlacementFallsBack(t *testing.T) {
 // watchers walk the tree: with verbs to different memory nodes unordered
 // (Skew mode), no watcher may see a leaf linked before it is written (I3).
 func TestPlacementPublishedComplete(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	trials := 20
 	if testing.Short() {
 		trials = 8
@@ -127,7 +128,7 @@ func TestPlacementPublishedComplete(t *testing.T) {
 // links them, and with verbs to different memory nodes unordered (Skew
 // mode) no watcher may see a node or leaf linked before it is written (I3).
 func TestSplitPublishedComplete(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	trials := 20
 	if testing.Short() {
 		trials = 8

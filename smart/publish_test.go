@@ -12,8 +12,6 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-var testSeed = testseed.Flag("seed")
-
 // unpublished walks the tree once and describes the first child it finds
 // linked before it was complete (invariant I3), or returns "". A child is
 // judged only if its slot still holds it after the child was read (slots
@@ -149,7 +147,7 @@ func watchLeaf(p *remote.Pool, s *session, key []byte, stop *atomic.Bool, report
 // ordered (Skew mode), so a watcher must never see the new leaf linked
 // before its reverse pointer names its slot (I3), and the tree must verify.
 func TestRelocatedLeafPublishedComplete(t *testing.T) {
-	seed := testSeed(t)
+	seed := testseed.Seed(t)
 	trials := 100
 	if testing.Short() {
 		trials = 60
@@ -178,7 +176,6 @@ func TestRelocatedLeafPublishedComplete(t *testing.T) {
 		p.Go(func() {
 			defer stop.Store(true)
 			m.enc = appendEncoded(m.enc[:0], k)
-			m.ctx, m.key, m.val = ctx, k, big
 			cur, err := m.start(ctx)
 			if err != nil {
 				problem = err.Error()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -44,8 +45,14 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 	}
 	defer t.release(s)
 	s.enc = appendEncoded(s.enc[:0], key)
-	s.ctx, s.key, s.val = ctx, key, value
 	return wrapRemote(t.rd.Write(ctx, s.c, key, value, s.putFn))
+}
+
+// putInWindow is the write of Put run by rdwc: alone, or as the leader that
+// publishes the latest value combined into its window.
+func (s *session) putInWindow(ctx context.Context, w *rdwc.Window) error {
+	s.win = w
+	return s.attempt(ctx, "put", func() error { return s.put(ctx, w.Key()) })
 }
 
 // put runs one attempt of Put. The value to publish is read with s.value()
@@ -87,10 +94,43 @@ func (s *session) put(ctx context.Context, key []byte) error {
 // key, split it otherwise. It returns the cursor to continue from when a CAS
 // lost a race.
 func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, cursor, error) {
+	res, v, cur, err := s.lockLeaf(ctx, cur, key)
+	switch {
+	case err != nil || res == leafMoved:
+		return false, cur, err
+	case res == leafOther:
+		return s.splitLeaf(ctx, cur, v, key, s.value())
+	}
+	// The leaf is ours: from here on the operation completes even if ctx is
+	// cancelled, so the lock is always released.
+	ctx = context.WithoutCancel(ctx)
+	value := s.value()
+	if !s.t.opts.OutOfPlaceLeaves && leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
+		return true, cur, s.writeInPlace(ctx, cur.sl, key, value)
+	}
+	return s.moveLeaf(ctx, cur, v.meta, key, value)
+}
+
+// leafLock is what lockLeaf found.
+type leafLock uint8
+
+const (
+	leafLocked leafLock = iota // the leaf holds the key; its lock is ours
+	leafOther                  // the leaf holds another key; not locked
+	leafMoved                  // the leaf left the slot: continue from the cursor returned
+)
+
+// lockLeaf takes the rear lock of the leaf cur points to, reading it in the
+// same round trip, and classifies it for an update or a delete of key:
+// retired, invalid or moved away (I4, I6: re-read the slot), torn (I7: the
+// previous holder's WRITE is still landing; release and read again), another
+// key, or locked by someone else (back off, bounded by maxLockAttempts).
+// Nothing is decided on a leaf that failed validation.
+func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLock, leafView, cursor, error) {
 	for attempt := 0; ; attempt++ {
 		v, st, lockOld, err := s.lockAndRead(ctx, cur.sl)
 		if err != nil {
-			return false, cur, err
+			return 0, v, cur, err
 		}
 		locked := lockOld == 0
 		switch {
@@ -99,35 +139,28 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 				s.unlockAsync(ctx, cur.sl)
 			}
 			cur, err = s.reread(ctx, cur)
-			return false, cur, err
+			return leafMoved, v, cur, err
 		case st == leafTorn:
 			if locked {
+				s.t.tornLocked.Add(1)
 				s.unlockAsync(ctx, cur.sl)
 			}
 			if err := s.retry(); err != nil {
-				return false, cur, err
+				return 0, v, cur, err
 			}
-			continue
 		case !v.matches(key):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
 			}
-			return s.splitLeaf(ctx, cur, v, key, s.value())
+			return leafOther, v, cur, nil
 		case !locked:
 			if attempt >= maxLockAttempts {
-				return false, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
+				return 0, v, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
 			}
 			s.c.Backoff(attempt)
-			continue
+		default:
+			return leafLocked, v, cur, nil
 		}
-		// The leaf is ours: from here on the operation completes even if
-		// ctx is cancelled, so the lock is always released.
-		ctx := context.WithoutCancel(ctx)
-		value := s.value()
-		if !s.t.opts.OutOfPlaceLeaves && leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
-			return true, cur, s.writeInPlace(ctx, cur.sl, key, value)
-		}
-		return s.moveLeaf(ctx, cur, v.meta, key, value)
 	}
 }
 
@@ -157,29 +190,31 @@ func (s *session) unlockAsync(ctx context.Context, sl slot) {
 }
 
 // writeInPlace writes the new value into a locked leaf and releases the
-// lock: the data WRITE and the lock WRITE go in one batch to one memory node,
-// so the release executes after every line of the data has landed, even in
-// the simulator's strict mode. With Options.SeparateLock the release costs
-// its own round trip.
+// lock. By default one WRITE from the meta word to the end of the leaf
+// carries the data and, in its last word, the release (invariant I7: the
+// next holder validates what it reads before acting on it, and every line
+// of the WRITE has landed before that holder's READ completes).
+// Options.Release selects a second WRITE of the lock word in the same batch
+// (after every data line, by posting order) or in a third round trip.
 func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte) error {
 	class := sl.leafClass()
 	n := classBytes(class)
 	end := leafDataEnd(len(key), len(value))
 	s.img = grow(s.img, n)
 	fillLeafData(s.img, key, value, class)
-	data := s.img[leafMetaOff:end]
-	lock := s.img[n-8 : n]
-	clear(lock)
+	clear(s.img[end:n]) // padding, then the free lock word
 	a := sl.addr()
-	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), data))
-	if s.t.opts.SeparateLock {
+	if s.t.opts.Release == ReleaseInWrite {
+		return s.do(ctx, append(s.batch(), remote.Write(a.Add(leafMetaOff), s.img[leafMetaOff:n])))
+	}
+	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), s.img[leafMetaOff:end]))
+	if s.t.opts.Release == ReleaseRoundTrip {
 		if err := s.do(ctx, ops); err != nil {
 			return err
 		}
 		ops = s.batch()
 	}
-	ops = append(ops, remote.Write(a.Add(uint64(n-8)), lock))
-	return s.do(ctx, ops)
+	return s.do(ctx, append(ops, remote.Write(a.Add(uint64(n-8)), s.img[n-8:n])))
 }
 
 // moveLeaf replaces a locked leaf whose new value does not fit its size
@@ -198,6 +233,11 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 		// leaf and the same shortage.
 		return false, cur, errors.Join(err, s.unlock(ctx, old, meta))
 	}
+	// Out-of-place update:
+	//  1. W(L') and W(L.meta without valid): I3, L' complete before it is
+	//     linked; I6, L marked before the slot stops leading to it.
+	//  2. CAS(slot: L → L') publishes (I1).
+	//  3. W(L.lock = RETIRED) before returning (I4, I5).
 	s.img = leafImage(s.img, cur.addr, key, value, class)
 	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
 	for {
@@ -231,7 +271,7 @@ func (s *session) markRemoved(ops []remote.Op, sl slot, meta uint64) []remote.Op
 	return append(ops, remote.Write(sl.addr().Add(leafMetaOff), s.meta[:]))
 }
 
-// retire retires the lock of a locked, unlinked leaf for good.
+// retire retires the lock of a locked, unlinked leaf for good (I4).
 func (s *session) retire(ctx context.Context, sl slot) error {
 	binary.LittleEndian.PutUint64(s.meta[:], lockRetired)
 	return s.c.Write(ctx, sl.addr().Add(uint64(classBytes(sl.leafClass())-8)), s.meta[:])
@@ -263,7 +303,9 @@ func (s *session) relocate(ctx context.Context, from cursor, leaf slot) (cursor,
 
 // installLeaf replaces a tombstone slot with a new leaf, written on the
 // slot's memory node in the same batch as the CAS that links it (or, if that
-// node is full, on another one in a round trip of its own).
+// node is full, on another one in a round trip of its own): I3, complete
+// before linked; the tombstone kept the partial key (I1, I2), so the CAS
+// fails only if another operation changed this very slot.
 func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
 	class := classFor(leafPayload(len(key), len(value)))
 	na, err := s.allocNear(ctx, cur.addr.MN(), classBytes(class))

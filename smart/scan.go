@@ -28,6 +28,19 @@ import (
 // key order), so a key present for the whole scan is yielded exactly once
 // even while leaves split or move.
 func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
+	return t.scan(ctx, lo, hi, false)
+}
+
+// ReverseScan yields the pairs with lo <= key < hi in descending order (nil
+// hi: no upper bound), with the guarantees and costs of Scan: it is the
+// same frontier walk with every node's children taken in descending order
+// of their partial keys (the key encoding is prefix-free, so a key's
+// extensions sort after it and are yielded before it).
+func (t *Tree) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
+	return t.scan(ctx, lo, hi, true)
+}
+
+func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[KV, error] {
 	return func(yield func(KV, error) bool) {
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return
@@ -42,10 +55,13 @@ func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
 			return
 		}
 		defer t.release(s)
-		sc := scanner{s: s, lo: lo, hi: hi, elo: appendEncoded(nil, lo), budget: scanFirstRound, window: scanFirstWindow}
+		sc := scanner{s: s, lo: lo, hi: hi, desc: desc, budget: scanFirstRound, window: scanFirstWindow,
+			front: s.scanFront[:0], next: s.scanNext[:0], buf: s.scanBuf}
+		sc.elo = appendEncoded(s.scanLo[:0], lo)
 		if hi != nil {
-			sc.ehi = appendEncoded(nil, hi)
+			sc.ehi = appendEncoded(s.scanHi[:0], hi)
 		}
+		defer sc.keep()
 		if err := sc.run(ctx, yield); err != nil && err != errStop {
 			yield(KV{}, wrapRemote(err))
 		}
@@ -59,6 +75,7 @@ const (
 	scanMaxRound    = 64 << 10
 	scanFirstWindow = 8
 	scanWindow      = 64
+	scanArena       = 4 << 10 // bytes of yielded pairs per allocation
 )
 
 // entry is one slot of the scan frontier.
@@ -74,6 +91,7 @@ type entry struct {
 type scanner struct {
 	s        *session
 	lo, hi   []byte
+	desc     bool // ReverseScan: the frontier is in descending key order
 	elo, ehi []byte
 	front    []entry
 	next     []entry
@@ -81,6 +99,29 @@ type scanner struct {
 	window   int // verbs per round
 	buf      []byte
 	tmp      []byte
+	arena    []byte // the yielded pairs' bytes (see own)
+}
+
+// keep hands the scanner's buffers back to its session for the next scan,
+// dropping their references to yielded pairs and paths.
+func (sc *scanner) keep() {
+	s := sc.s
+	clear(sc.front[:cap(sc.front)])
+	clear(sc.next[:cap(sc.next)])
+	s.scanFront, s.scanNext, s.scanBuf = sc.front[:0], sc.next[:0], sc.buf
+	s.scanLo, s.scanHi = sc.elo[:0], sc.ehi[:0]
+}
+
+// own copies b into the scan's arena: the caller owns the copy, and one
+// allocation serves many pairs. The arena is never written again once a
+// slice of it was handed out.
+func (sc *scanner) own(b []byte) []byte {
+	if len(sc.arena)+len(b) > cap(sc.arena) {
+		sc.arena = make([]byte, 0, max(len(b), scanArena))
+	}
+	n := len(sc.arena)
+	sc.arena = append(sc.arena, b...)
+	return sc.arena[n:len(sc.arena):len(sc.arena)]
 }
 
 // errStop ends a scan whose consumer stopped.
@@ -196,7 +237,7 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 	switch st {
 	case leafOK:
 		if sc.inRange(v.key) {
-			e.kv = KV{Key: bytes.Clone(v.key), Value: bytes.Clone(v.value)}
+			e.kv = KV{Key: sc.own(v.key), Value: sc.own(v.value)}
 			e.ready = true
 			next = append(next, e)
 		}
@@ -213,7 +254,7 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 	}
 	if slot(w).addr() == e.cur.sl.addr() {
 		if sc.inRange(v.key) {
-			e.kv = KV{Key: bytes.Clone(v.key), Value: bytes.Clone(v.value)}
+			e.kv = KV{Key: sc.own(v.key), Value: sc.own(v.value)}
 			e.ready = true
 			next = append(next, e)
 		}
@@ -271,19 +312,30 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 	if !sc.overlaps(path) {
 		return next, nil
 	}
-	start := len(next)
+	// The children in key order (descending for a reverse scan): a node
+	// holds each partial key once (I2), so a table by partial key orders
+	// them without sorting.
+	var at [256]int16 // slot index + 1 of each partial key
 	for i := range e.cur.sl.nodeType().capacity() {
-		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
-		if !sl.isChild() {
+		if sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])); sl.isChild() {
+			at[sl.partial()] = int16(i + 1)
+		}
+	}
+	for k := range 256 {
+		b := k
+		if sc.desc {
+			b = 255 - k
+		}
+		i := int(at[b]) - 1
+		if i < 0 {
 			continue
 		}
+		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
 		sc.tmp = append(append(sc.tmp[:0], path...), sl.partial())
 		if sc.overlaps(sc.tmp) {
 			next = append(next, entry{cur: cursor{addr: nodeSlotAddr(e.cur.sl.addr(), i), sl: sl, depth: len(path) + 1}, path: path})
 		}
 	}
-	kids := next[start:]
-	slices.SortFunc(kids, func(a, b entry) int { return int(a.cur.sl.partial()) - int(b.cur.sl.partial()) })
 	return next, nil
 }
 

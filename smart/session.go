@@ -36,18 +36,24 @@ type session struct {
 	entryPlen int
 	slotWords [256]uint64
 	retries   int      // re-reads in the current attempt
+	nodeReads int      // internal nodes and slots read remotely in the current operation
 	flagWaits int      // waits for other splits in the current operation
 	full      []noRoom // per memory node: allocations it refused (allocNear)
 
-	// The current operation, for the RDWC callbacks (built once per
-	// session, so an operation allocates no closure).
-	ctx    context.Context
-	key    []byte
-	val    []byte
+	// A scan's buffers, kept between scans (scanner.keep).
+	scanFront, scanNext []entry
+	scanBuf             []byte
+	scanLo, scanHi      []byte
+
+	// The current operation's RDWC window, consulted deep in its path: a
+	// search seals it right before the verb it linearizes at, a write takes
+	// the combined value right before the verb that publishes it.
 	win    *rdwc.Window
 	sealed bool // seal was called in the current read window
-	getFn  func(*rdwc.Window) ([]byte, bool, error)
-	putFn  func(*rdwc.Window) error
+	// The RDWC callbacks (getInWindow, putInWindow) as method values, bound
+	// once per session so that an operation allocates no closure.
+	getFn func(context.Context, *rdwc.Window) ([]byte, bool, error)
+	putFn func(context.Context, *rdwc.Window) error
 }
 
 // maxLocalRetries bounds re-reads of one slot (stale header, torn or
@@ -81,20 +87,7 @@ func (t *Tree) session() (*session, error) {
 
 func (t *Tree) newSession() *session {
 	s := &session{t: t, c: t.cn.NewClient(), leafBuf: make([]byte, 256)}
-	s.getFn = func(w *rdwc.Window) ([]byte, bool, error) {
-		s.win, s.sealed = w, false
-		var v []byte
-		var found bool
-		err := s.attempt(s.ctx, "get", func() (err error) {
-			v, found, err = s.get(s.ctx, s.key)
-			return err
-		})
-		return v, found, err
-	}
-	s.putFn = func(w *rdwc.Window) error {
-		s.win = w
-		return s.attempt(s.ctx, "put", func() error { return s.put(s.ctx, s.key) })
-	}
+	s.getFn, s.putFn = s.getInWindow, s.putInWindow
 	s.c.ChargeOp()
 	return s
 }
@@ -103,22 +96,15 @@ func (t *Tree) newSession() *session {
 // the verb whose result the search returns.
 func (s *session) seal() {
 	s.sealed = true
-	if s.win != nil {
-		s.win.Seal()
-	}
+	s.win.Seal()
 }
 
 // value returns the value to publish: the latest combined value, read right
 // before the verb that publishes it.
-func (s *session) value() []byte {
-	if s.win != nil {
-		return s.win.Value()
-	}
-	return s.val
-}
+func (s *session) value() []byte { return s.win.Value() }
 
 func (t *Tree) release(s *session) {
-	s.ctx, s.key, s.val, s.win, s.entry, s.flagWaits = nil, nil, nil, nil, nil, 0
+	s.win, s.entry, s.flagWaits = nil, nil, 0
 	t.mu.Lock()
 	t.free = append(t.free, s)
 	t.mu.Unlock()
@@ -137,10 +123,12 @@ func (s *session) retry() error {
 // times. what names the operation in the error.
 func (s *session) attempt(ctx context.Context, what string, fn func() error) error {
 	var last error
+	s.nodeReads = 0
 	for range s.t.retryBudget {
 		s.retries = 0
 		err := fn()
 		if err != errRestart {
+			s.countLookup()
 			return err
 		}
 		last = err
@@ -150,6 +138,18 @@ func (s *session) attempt(ctx context.Context, what string, fn func() error) err
 		runtime.Gosched()
 	}
 	return fmt.Errorf("%w: %s restarted %d times (%v)", ErrContention, what, s.t.retryBudget, last)
+}
+
+// countLookup counts a point operation that ended in the cache statistics:
+// a hit if it read no internal node.
+func (s *session) countLookup() {
+	if s.t.opts.CacheBytes < 0 {
+		return
+	}
+	s.t.cstats.lookups.Add(1)
+	if s.nodeReads == 0 {
+		s.t.cstats.hits.Add(1)
+	}
 }
 
 // batch returns the session's op slice, emptied.
@@ -163,6 +163,7 @@ func (s *session) do(ctx context.Context, ops []remote.Op) error {
 
 // readWord reads one 8-byte word.
 func (s *session) readWord(ctx context.Context, a remote.Addr) (uint64, error) {
+	s.nodeReads++
 	if err := s.c.Read(ctx, a, s.word[:]); err != nil {
 		return 0, err
 	}

@@ -108,22 +108,31 @@ func BenchmarkSimTechniques(b *testing.B) {
 	for _, tc := range []struct {
 		name     string
 		readFrac float64
-	}{{"search", 1}, {"update", 0}} {
+		releases []smart.Release
+	}{
+		{"search", 1, []smart.Release{smart.ReleaseInWrite}},
+		{"update", 0, []smart.Release{smart.ReleaseInWrite, smart.ReleaseSecondWrite}},
+	} {
 		for _, zipf := range []bool{true, false} {
 			for _, rdwc := range []bool{true, false} {
-				name := fmt.Sprintf("%s/zipf=%v/rdwc=%v", tc.name, zipf, rdwc)
-				b.Run(name, func(b *testing.B) {
-					opts := smart.Options{NoReadDelegation: !rdwc, NoWriteCombining: !rdwc}
-					var r simResult
-					for b.Loop() {
-						r = simRun(b, opts, 100000, 4, 64, 3000, zipf, tc.readFrac)
+				for _, rel := range tc.releases {
+					name := fmt.Sprintf("%s/zipf=%v/rdwc=%v", tc.name, zipf, rdwc)
+					if len(tc.releases) > 1 {
+						name += "/release=" + rel.String()
 					}
-					b.ReportMetric(r.rtt, "rtt/op")
-					b.ReportMetric(r.verbs, "verbs/op")
-					b.ReportMetric(r.readB, "read-B/op")
-					b.ReportMetric(r.mops, "vMops")
-					b.ReportMetric(r.iopsUtil, "iops-util")
-				})
+					b.Run(name, func(b *testing.B) {
+						opts := smart.Options{NoReadDelegation: !rdwc, NoWriteCombining: !rdwc, Release: rel}
+						var r simResult
+						for b.Loop() {
+							r = simRun(b, opts, 100000, 4, 64, 3000, zipf, tc.readFrac)
+						}
+						b.ReportMetric(r.rtt, "rtt/op")
+						b.ReportMetric(r.verbs, "verbs/op")
+						b.ReportMetric(r.readB, "read-B/op")
+						b.ReportMetric(r.mops, "vMops")
+						b.ReportMetric(r.iopsUtil, "iops-util")
+					})
+				}
 			}
 		}
 	}

@@ -63,6 +63,15 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	if err != nil {
 		return false, d.cur, err
 	}
+	// Normal insert (docs/smart-protocol.md):
+	//  1. W(leaf), complete before the CAS that links it (I3; link decides
+	//     between one batch and two round trips).
+	//  2. CAS(slot j: empty → leaf) from the first slot the snapshot saw
+	//     empty (I2). Slots never return to empty and keep their partial
+	//     key (I1), so a failed CAS names what took the slot: our key (follow
+	//     it) or another (try the next slot).
+	//  3. A slot past the capacity: raise the header type before returning
+	//     (I5), also when helping another insert that used one (I6).
 	j := n.firstEmpty()
 	s.img = leafImage(s.img, n.slotAddr(j), key, value, class)
 	want := leafSlot(b, class, la)
@@ -99,8 +108,8 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 }
 
 // raiseType records a node type switch: the header's type must cover the
-// new slot before the insert returns (readers trust max(slot type, header
-// type)); the parent slot is raised in the same round trip on a best-effort
+// new slot before the insert returns (I5; readers trust max(slot type,
+// header type)); the parent slot is raised in the same round trip on a best-effort
 // basis, and readers repair it when they find it behind.
 func (s *session) raiseType(ctx context.Context, parent cursor, node remote.Addr, h header, t nodeType) error {
 	hdr := node.Add(nodeHeaderOff)
@@ -166,10 +175,13 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	ops := s.stagedOps()
 	final, finalRev, newSlot := node, rev, leafSlot(e1[lcp], class, la)
 	revAddr := cur.sl.addr().Add(leafRevOff)
+	// Leaf split: publish (I6 flag on the old leaf's reverse pointer, I3
+	// chain and new leaf written, then the slot CAS, I1), then move the old
+	// leaf's reverse pointer before returning (I5).
 	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, first), revAddr, old.rev, func() error {
 		s.rememberNew(e1[:lcp], final, finalRev, h, cur.level+chain, oldSlot, newSlot)
-		// Move the old leaf's reverse pointer to its new slot (we own it:
-		// it carries our revMoving flag).
+		// I5: move the old leaf's reverse pointer to its new slot (we own
+		// it: it carries our revMoving flag).
 		_, err := s.c.CAS(context.WithoutCancel(ctx), revAddr, uint64(old.rev|revMoving), uint64(nodeSlotAddr(final, 0)))
 		return err
 	})
@@ -183,6 +195,13 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 // share the CAS's. After a successful CAS it runs after (the completing step,
 // which must ignore cancellation: a published change is always completed)
 // before reporting success; after a failed one it clears the flag.
+//
+//	CAS(rev: r → r|moving)   ① I6: the mark, before anything is published;
+//	                          it also serialises splits of one object
+//	W(new structure)         ② I3: complete before ③ (in ③'s batch only on
+//	                          the slot's memory node)
+//	CAS(slot: old → repl)    ③ publishes (I1: a slot only moves forward)
+//	after()                  ④ I5: the completing steps, before returning
 func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl slot, revAddr, revOld remote.Addr, after func() error) (bool, cursor, error) {
 	if revOld&revMoving != 0 {
 		// Another split of this object is in flight: let it finish, then
@@ -274,6 +293,9 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	s.stage(la, leafImage(s.img, nodeSlotAddr(ma, 1), key, value, class))
 	ops := s.stagedOps()
 	target, rev := pos+1, n.rev
+	// Header split: ① publish M in the parent slot (I6 flag on N's reverse
+	// pointer, I3 M and the leaf written first), ② lower N's header and
+	// move its reverse pointer before returning (I5).
 	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), nodeAddr.Add(nodeRevOff), rev, func() error {
 		s.rememberNew(s.enc[:pos], ma, cur.addr, mh, cur.level,
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
@@ -281,10 +303,10 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	})
 }
 
-// lowerHeader raises a node's header depth to target (dropping prefix
-// bytes) unless it is already there, and moves its reverse pointer from
-// oldRev (flagged by this split) to newRev, the slot of the new node that now
-// points to it.
+// lowerHeader is step ② of a header split (I5, before Put returns): it
+// raises a node's header depth to target (dropping prefix bytes) unless it
+// is already there, and moves its reverse pointer from oldRev (flagged by
+// this split, I6) to newRev, the slot of the new node that now points to it.
 func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, target int, oldRev, newRev remote.Addr) error {
 	hdr := node.Add(nodeHeaderOff)
 	ops := append(s.batch(), remote.CAS(node.Add(nodeRevOff), uint64(oldRev), uint64(newRev)))

@@ -71,6 +71,7 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 		return false, corruptf("slot %v at %v has a bad node type", cur.sl, cur.addr)
 	}
 	buf := s.nodeBuf[:t.readBytes()]
+	s.nodeReads++
 	if err := s.c.Read(ctx, n.addr, buf); err != nil {
 		return false, err
 	}

@@ -26,6 +26,9 @@ type Tree struct {
 	cache       *artcache.Cache
 	cstats      cacheCounters
 	rootHint    atomic.Uint64 // last root slot value read
+	// tornLocked counts leaves found torn right after their lock was
+	// taken: the previous holder's WRITE was still landing (invariant I7).
+	tornLocked atomic.Uint64
 
 	mu   sync.Mutex // guards free; never held across a verb
 	free []*session
@@ -74,6 +77,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	}
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = DefaultRetryBudget
+	}
+	if opts.Release > ReleaseRoundTrip {
+		return nil, fmt.Errorf("smart: Open: %w: unknown Options.Release %v", remote.ErrBadRequest, opts.Release)
 	}
 	p := cn.Pool()
 	if p.MemoryNodes() > maxSlotMN || p.Config().NodeBytes > maxSlotOffset {

@@ -33,7 +33,7 @@
 // did); latencies go to HdrHistograms, per operation kind as in YCSB's
 // output (Result.WriteText). Remote I/O per operation comes from the
 // pool's statistics over the run phase, the cache hit ratio from indexes
-// that implement CacheReporter, NIC utilisation from the simulator's
+// that implement StatsReporter, NIC utilisation from the simulator's
 // report. The runner charges no CPU time of its own: indexes charge
 // remote.Profile.CPUPerOp through their clients.
 //
@@ -46,6 +46,6 @@
 // available memory (MemAvailable on Linux, GOMEMLIMIT, a cgroup's
 // memory.max, or Config.MemoryLimit), memory nodes of an explicit size its
 // physical memory, and the minimum runtime Config.MaxRuntime. Failures wrap
-// ErrTooLarge, ErrTooLong, remote.ErrOutOfMemory, smart.ErrKeyTooLong or
-// smart.ErrValueTooLarge and name the estimate and the limit.
+// ErrTooLarge, ErrTooLong, remote.ErrOutOfMemory, index.ErrKeyTooLong or
+// index.ErrValueTooLarge and name the estimate and the limit.
 package ycsb

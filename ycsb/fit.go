@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // Errors of a run that does not fit, returned by Config.Validate and Run
@@ -33,9 +33,9 @@ const DefaultMaxRuntime = 24 * time.Hour
 // Footprint knows nothing: a record then costs its key and value bytes and
 // the index nothing else.
 type Footprint struct {
-	// MaxKeySize and MaxValueSize are the longest key and value the index
+	// MaxKeyLen and MaxValueLen are the longest key and value the index
 	// stores (0: no known limit).
-	MaxKeySize, MaxValueSize int
+	MaxKeyLen, MaxValueLen int
 	// RecordBytes is the memory-node bytes one record occupies, the index's
 	// structure included (0: the key and value sizes).
 	RecordBytes int64
@@ -143,10 +143,10 @@ func (cfg *Config) fits(explicitNodes bool) error {
 		fp = cfg.Footprint(ic)
 	}
 	switch {
-	case fp.MaxKeySize > 0 && ic.KeySize > fp.MaxKeySize:
-		return fmt.Errorf("%w: keys of %d bytes, %s stores at most %d", smart.ErrKeyTooLong, ic.KeySize, cfg.Index, fp.MaxKeySize)
-	case fp.MaxValueSize > 0 && cfg.ValueSize > fp.MaxValueSize:
-		return fmt.Errorf("%w: values of %d bytes, %s stores at most %d", smart.ErrValueTooLarge, cfg.ValueSize, cfg.Index, fp.MaxValueSize)
+	case fp.MaxKeyLen > 0 && ic.KeySize > fp.MaxKeyLen:
+		return fmt.Errorf("%w: keys of %d bytes, %s stores at most %d", index.ErrKeyTooLong, ic.KeySize, cfg.Index, fp.MaxKeyLen)
+	case fp.MaxValueLen > 0 && cfg.ValueSize > fp.MaxValueLen:
+		return fmt.Errorf("%w: values of %d bytes, %s stores at most %d", index.ErrValueTooLarge, cfg.ValueSize, cfg.Index, fp.MaxValueLen)
 	}
 	est := cfg.estimate(ic)
 	if cfg.MemoryLimit >= 0 {
@@ -177,7 +177,7 @@ func (cfg *Config) fits(explicitNodes bool) error {
 	}
 	if limit > 0 && est.MinRuntime > limit {
 		return fmt.Errorf("%w: its %.0f operations take at least %v at %.0f operations/s, more than the limit of %v",
-			ErrTooLong, float64(cfg.Records)+float64(cfg.Ops), est.MinRuntime.Round(time.Minute), cfg.opRate(), limit)
+			ErrTooLong, cfg.totalOps(), est.MinRuntime.Round(time.Minute), cfg.opRate(), limit)
 	}
 	return nil
 }
@@ -190,7 +190,7 @@ func (cfg *Config) estimate(ic IndexConfig) Estimate {
 	if cfg.Footprint != nil {
 		fp = cfg.Footprint(ic)
 	}
-	records := float64(cfg.Records) + float64(cfg.Ops)*cfg.insertShare()
+	records := float64(cfg.Records) + (float64(cfg.Ops)+float64(cfg.WarmupOps))*cfg.insertShare()
 	recordBytes := float64(fp.RecordBytes)
 	if recordBytes == 0 {
 		recordBytes = float64(ic.KeySize + cfg.ValueSize)
@@ -203,12 +203,17 @@ func (cfg *Config) estimate(ic IndexConfig) Estimate {
 	client := gcHeadroom * (clientBaseBytes + 2*float64(cfg.ValueSize) + float64(fp.ClientBytes))
 	clients := float64(cfg.ComputeNodes) * float64(cfg.ClientsPerCN)
 	total := baseBytes + remoteBytes + onChip + float64(cfg.ComputeNodes)*cn + clients*client
-	ops := float64(cfg.Records) + float64(cfg.Ops)
+	ops := cfg.totalOps()
 	return Estimate{
 		Records: saturate(records), RemoteBytes: saturate(remoteBytes), OnChipBytes: saturate(onChip),
 		ComputeNodeBytes: saturate(cn), ClientBytes: saturate(client), Bytes: saturate(total),
 		MinRuntime: time.Duration(saturate(ops / cfg.opRate() * float64(time.Second))),
 	}
+}
+
+// totalOps is the operations of every phase: load, warm-up and run.
+func (cfg *Config) totalOps() float64 {
+	return float64(cfg.Records) + float64(cfg.WarmupOps) + float64(cfg.Ops)
 }
 
 // insertShare is the share of the run phase's operations that add a

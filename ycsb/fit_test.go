@@ -9,15 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 	"github.com/dmindex/dmindex/ycsb"
 )
 
 // limited is a footprint of an index storing keys up to 16 bytes and
 // values up to 100 bytes, 100 bytes per record.
 func limited(ycsb.IndexConfig) ycsb.Footprint {
-	return ycsb.Footprint{MaxKeySize: 16, MaxValueSize: 100, RecordBytes: 100}
+	return ycsb.Footprint{MaxKeyLen: 16, MaxValueLen: 100, RecordBytes: 100}
 }
 
 func TestValidateRejects(t *testing.T) {
@@ -29,9 +29,9 @@ func TestValidateRejects(t *testing.T) {
 		phrase string // the error names the estimate, the limit or the cause
 	}{
 		{"value above the index's limit", func(c *ycsb.Config) { c.Footprint, c.ValueSize = limited, 101 },
-			smart.ErrValueTooLarge, "values of 101 bytes, mem stores at most 100"},
+			index.ErrValueTooLarge, "values of 101 bytes, mem stores at most 100"},
 		{"trace key above the index's limit", func(c *ycsb.Config) { c.Footprint, c.LoadTrace, c.RunTrace = limited, long, long },
-			smart.ErrKeyTooLong, "keys of 17 bytes, mem stores at most 16"},
+			index.ErrKeyTooLong, "keys of 17 bytes, mem stores at most 16"},
 		{"records beyond the memory limit", func(c *ycsb.Config) { c.Records, c.NodeBytes, c.MemoryLimit = 10_000_000, 0, 64<<20 },
 			ycsb.ErrTooLarge, "more than the 64.0 MiB of available memory (the run's MemoryLimit)"},
 		{"memory nodes beyond the memory limit", func(c *ycsb.Config) { c.MemoryLimit = 100 << 20 },
@@ -43,7 +43,7 @@ func TestValidateRejects(t *testing.T) {
 		{"records beyond the memory nodes", func(c *ycsb.Config) { c.Footprint, c.Records = limited, 2_000_000 },
 			remote.ErrOutOfMemory, "need about 190.7 MiB on the memory nodes, more than their 2 × 64.0 MiB"},
 		{"too many operations", func(c *ycsb.Config) { c.Ops, c.MaxRuntime = 10_000_000, time.Second },
-			ycsb.ErrTooLong, "its 10002000 operations take at least"},
+			ycsb.ErrTooLong, "its 10006000 operations take at least"}, // load, warm-up (2 CNs) and run
 		{"more operations than a day allows", func(c *ycsb.Config) { c.Ops = 100_000_000_000 },
 			ycsb.ErrTooLong, "more than the limit of 24h0m0s"},
 	} {
@@ -91,7 +91,7 @@ func TestRunRejectsBeforeAllocating(t *testing.T) {
 	cfg := config(t, "a", ycsb.ModeSim)
 	cfg.Records, cfg.NodeBytes, cfg.ValueSize = 10_000_000_000, 0, 1<<20
 	opened := false
-	cfg.Open = func(*remote.ComputeNode, ycsb.IndexConfig) (smart.Index, error) {
+	cfg.Open = func(*remote.ComputeNode, ycsb.IndexConfig) (index.Index, error) {
 		opened = true
 		return nil, errors.New("unreachable")
 	}
@@ -113,8 +113,8 @@ func TestEstimate(t *testing.T) {
 		return ycsb.Footprint{RecordBytes: 100, CacheBytes: 1 << 20, CacheBytesPerRecord: 1000, ComputeNodeBytes: 5000, ClientBytes: 300}
 	}
 	est := estimate(t, base)
-	if want := base.Records + base.Ops/20; est.Records != want {
-		t.Errorf("Records = %d, want %d loaded and inserted", est.Records, want)
+	if want := base.Records + (base.Ops+ycsb.DefaultWarmup(base.Records, base.ComputeNodes))/20; est.Records != want {
+		t.Errorf("Records = %d, want %d loaded and inserted (warm-up included)", est.Records, want)
 	}
 	if want := est.Records * 100; est.RemoteBytes != want {
 		t.Errorf("RemoteBytes = %d, want %d", est.RemoteBytes, want)
@@ -122,7 +122,9 @@ func TestEstimate(t *testing.T) {
 	// The cache (1 MiB budget < records × 1000 B) and the index's state
 	// count per compute node, the client's state per client, all with the
 	// collector's headroom: doubling nodes and clients adds exactly their
-	// shares.
+	// shares (with no warm-up, whose default grows with the compute nodes).
+	base.WarmupOps = -1
+	est = estimate(t, base)
 	more := base
 	more.ComputeNodes, more.ClientsPerCN = 2*base.ComputeNodes, 2*base.ClientsPerCN
 	est2 := estimate(t, more)

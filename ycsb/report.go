@@ -61,7 +61,7 @@ type Result struct {
 	// amplification.
 	AppBytesPerOp float64 `json:"app_bytes_per_op"`
 
-	// CacheHitRatio is null unless the index implements CacheReporter.
+	// CacheHitRatio is null unless the index implements StatsReporter.
 	CacheHitRatio *float64 `json:"cache_hit_ratio"`
 	// MNIOPSUtil and MNBWUtil are the busiest memory node NIC's verb rate
 	// and larger direction's byte rate, as shares of the profile's limits,
@@ -71,6 +71,19 @@ type Result struct {
 
 	LoadRunTimeMS     float64 `json:"load_runtime_ms"`
 	LoadThroughputOps float64 `json:"load_throughput_ops"`
+
+	// MNBytesPerKey is the memory-node memory the index's structures use
+	// once the records are loaded (remote.Stats.AllocBytes less FreedBytes,
+	// without the unused tails of allocation chunks), per record.
+	MNBytesPerKey float64 `json:"mn_bytes_per_key"`
+
+	// WarmupOps is the number of warm-up operations that completed between
+	// the load and the run phase (Config.WarmupOps), WarmupErrors those
+	// that failed, and WarmupRTTPerOp their round trips per operation: the
+	// cold-cache figure to set against RTTPerOp.
+	WarmupOps      int64   `json:"warmup_ops"`
+	WarmupErrors   int64   `json:"warmup_errors,omitempty"`
+	WarmupRTTPerOp float64 `json:"warmup_rtt_per_op"`
 
 	// Operations has one entry per YCSB measurement, in YCSB's order.
 	Operations []OpResult `json:"operations"`
@@ -155,6 +168,17 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 	res.setRemote(r.pool, before, after, elapsed)
 	res.AppBytesPerOp = per(uint64(appBytes), res.Completed)
 	return res
+}
+
+// setWarmup records the warm-up phase: its operations and its round trips
+// per operation between the two snapshots.
+func (res *Result) setWarmup(warm phase, before, after snapshot) {
+	for i := range warm.clients {
+		res.WarmupOps += warm.clients[i].completed
+		res.WarmupErrors += warm.clients[i].errors
+	}
+	d := after.stats.Sub(before.stats)
+	res.WarmupRTTPerOp = per(d.RoundTrips, res.WarmupOps)
 }
 
 // setLatencies merges the compute nodes' histograms into the overall
@@ -278,6 +302,19 @@ func (res *Result) WriteText(w io.Writer) error {
 		}
 		fmt.Fprintf(bw, "[%s], %s, %s\n", block, name, s)
 	}
+	// The run's parameters first, so that no figure travels without them.
+	line("SETUP", "Index", res.Index)
+	line("SETUP", "Workload", res.Workload)
+	line("SETUP", "Keys", res.Keys)
+	line("SETUP", "Records", res.Records)
+	line("SETUP", "ValueSize", res.ValueSize)
+	line("SETUP", "Nodes(MN×CN×clients)", fmt.Sprintf("%d×%d×%d", res.MNs, res.CNs, res.Clients))
+	line("SETUP", "CacheMB", res.CacheMB)
+	line("SETUP", "Mode", res.Mode)
+	if res.NIC != "" {
+		line("SETUP", "Simulator", res.NIC+" "+res.Ordering+" (virtual time)")
+	}
+	line("SETUP", "Seed", res.Seed)
 	line("OVERALL", "RunTime(ms)", res.RunTimeMS)
 	line("OVERALL", "Throughput(ops/sec)", res.ThroughputOps)
 	line("OVERALL", "Operations", res.Completed)
@@ -287,6 +324,13 @@ func (res *Result) WriteText(w io.Writer) error {
 	if res.LoadRunTimeMS > 0 {
 		line("LOAD", "RunTime(ms)", res.LoadRunTimeMS)
 		line("LOAD", "Throughput(ops/sec)", res.LoadThroughputOps)
+	}
+	if res.WarmupOps > 0 || res.WarmupErrors > 0 {
+		line("WARMUP", "Operations", res.WarmupOps)
+		if res.WarmupErrors > 0 {
+			line("WARMUP", "Errors", res.WarmupErrors)
+		}
+		line("WARMUP", "RoundTripsPerOp", res.WarmupRTTPerOp)
 	}
 	for _, o := range res.Operations {
 		line(o.Name, "Operations", o.Count)
@@ -304,6 +348,7 @@ func (res *Result) WriteText(w io.Writer) error {
 		}
 	}
 	line("REMOTE", "RoundTripsPerOp", res.RTTPerOp)
+	line("REMOTE", "MNBytesPerKey", res.MNBytesPerKey)
 	line("REMOTE", "VerbsPerOp", res.VerbsPerOp)
 	line("REMOTE", "ReadBytesPerOp", res.ReadBytesPerOp)
 	line("REMOTE", "WriteBytesPerOp", res.WriteBytesPerOp)

@@ -150,6 +150,7 @@ func TestWriteText(t *testing.T) {
 		"[OVERALL], RunTime(ms), ", "[OVERALL], Throughput(ops/sec), ",
 		"[READ], Operations, ", "[READ], AverageLatency(us), ", "[READ], 99thPercentileLatency(us), ",
 		"[UPDATE], Return=OK, ", "[REMOTE], RoundTripsPerOp, ", "[CACHE], HitRatio, 0.75",
+		"[SETUP], Index, mem", "[SETUP], Records, 2000", "[SETUP], Nodes(MN×CN×clients), 2×2×3", "[SETUP], Seed, 7",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text output lacks %q:\n%s", want, out)

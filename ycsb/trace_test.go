@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 func TestTraceRoundTrip(t *testing.T) {
@@ -18,7 +20,7 @@ func TestTraceRoundTrip(t *testing.T) {
 			for n := range uint64(500) {
 				ops = append(ops, g.LoadOp(nil, n))
 			}
-			s := g.Stream(*seedFlag)
+			s := g.Stream(testseed.Base())
 			for range 500 {
 				op := s.Next()
 				op.Key = bytes.Clone(op.Key)

@@ -3,6 +3,8 @@ package ycsb
 import (
 	"bytes"
 	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 func TestPresets(t *testing.T) {
@@ -33,7 +35,7 @@ func TestPresets(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		s := g.Stream(*seedFlag)
+		s := g.Stream(testseed.Base())
 		draws := scaled(100_000)
 		var counts [numOpKinds]int
 		for range draws {
@@ -61,7 +63,7 @@ func TestInsertsContinueRecordNumbering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := g.Stream(*seedFlag)
+	s := g.Stream(testseed.Base())
 	for n := uint64(100); n < 110; n++ {
 		op := s.Next()
 		if want := KeyInt.AppendKey(nil, FNVHash64(n)); op.Kind != OpInsert || !bytes.Equal(op.Key, want) {

@@ -1,19 +1,18 @@
 package ycsb
 
 import (
-	"flag"
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
-var seedFlag = flag.Uint64("seed", 1, "seed of the randomized generator tests")
-
-// testRand returns a seeded generator and logs its seed (rerun with -seed).
+// testRand returns a generator seeded with the -seed of internal/testseed
+// and logs the seed.
 func testRand(t *testing.T) *rand.Rand {
 	t.Helper()
-	t.Logf("seed %d", *seedFlag)
-	return rand.New(rand.NewPCG(*seedFlag, 0))
+	return rand.New(rand.NewPCG(testseed.Seed(t), 0))
 }
 
 // scaled returns n draws, or a fifth of them with -short (the tolerances
@@ -225,7 +224,7 @@ func TestUniformStaysInRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := g.Stream(*seedFlag)
+	s := g.Stream(testseed.Base())
 	seen := make(map[uint64]bool)
 	for range 10_000 {
 		n := s.nextKeynum()

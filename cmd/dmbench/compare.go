@@ -48,6 +48,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	clList := fs.String("clients", "1,4,16", "comma-separated clients per compute node: one point of each curve per count")
 	out := fs.String("out", "", "directory for results.json, table.txt and the PNG and SVG plots (none if empty)")
 	asJSON := fs.Bool("json", false, "print results.json to stdout instead of the table")
+	parallel := fs.Int("parallel", parallelFlag(), "simulated runs executed at once (results are identical with any value)")
 	o.register(fs)
 	if err := parse(fs, args, stderr); err != nil {
 		return err
@@ -65,7 +66,6 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	var cfgs []ycsb.Config
-	var total int64
 	for _, w := range ws {
 		for _, name := range idx {
 			for _, k := range clients {
@@ -74,25 +74,19 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 					return err
 				}
 				cfgs = append(cfgs, cfg)
-				total += phaseOps(cfg)
 			}
 		}
 	}
 	if err := o.checkTotalRuntime(cfgs); err != nil {
 		return err
 	}
-	bar := newProgress(stderr, total)
 	cmp := comparison{Command: append([]string{"dmbench", "compare"}, args...)}
-	for _, cfg := range cfgs {
-		bar.track(&cfg, fmt.Sprintf("%s %s %d×%d", cfg.Index, cfg.Workload.Name, cfg.ComputeNodes, cfg.ClientsPerCN))
-		res, err := ycsb.Run(ctx, cfg)
-		if err != nil {
-			bar.finish()
-			return fmt.Errorf("%s on %s with %d clients per CN: %w", cfg.Index, cfg.Workload.Name, cfg.ClientsPerCN, err)
-		}
-		cmp.Results = append(cmp.Results, res)
+	cmp.Results, err = runPoints(ctx, cfgs, *parallel, stderr, func(cfg ycsb.Config) string {
+		return fmt.Sprintf("%s on %s with %d clients per CN", cfg.Index, cfg.Workload.Name, cfg.ClientsPerCN)
+	})
+	if err != nil {
+		return err
 	}
-	bar.finish()
 	cmp.Ratios = peakRatios(cmp.Results, idx, ws, o.keys == "int")
 
 	if *out != "" {
@@ -105,7 +99,10 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		enc.SetIndent("", "  ")
 		err = enc.Encode(cmp)
 	} else {
-		err = cmp.writeTable(stdout)
+		o.describeSetup(stdout, ws, clients)
+		if err = cmp.writeTable(stdout); err == nil {
+			o.legend(stdout, hasPaper(cmp.Ratios))
+		}
 	}
 	if err != nil {
 		return err
@@ -187,6 +184,16 @@ func (c *comparison) writeTable(w io.Writer) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// hasPaper reports whether a ratio is shown next to the paper's.
+func hasPaper(rs []ratio) bool {
+	for _, r := range rs {
+		if r.Paper != nil {
+			return true
+		}
+	}
+	return false
 }
 
 func optional(v *float64) string {

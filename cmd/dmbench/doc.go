@@ -41,8 +41,12 @@
 // index, workload, mode, records, ops, mns, cns, clients (per compute
 // node), throughput_ops, p50_us, p99_us, rtt_per_op, verbs_per_op,
 // read_bytes_per_op, write_bytes_per_op, cache_hit_ratio (null if the index
-// reports no cache), mn_iops_util and mn_bw_util (the busiest memory node's
-// NIC, null outside the simulator), and more.
+// reports no cache; a hit is an operation that reached its leaf without
+// reading an internal node), mn_iops_util and mn_bw_util (the busiest
+// memory node's NIC, null outside the simulator), warmup_ops and
+// warmup_rtt_per_op (the unmeasured warm-up between load and run: one
+// operation per record per compute node by default, --warmup-ops), mn_bytes_per_key (the
+// memory-node memory the loaded index uses per record), and more.
 //
 // A progress bar is drawn on stderr when it is a terminal.
 package main

@@ -62,7 +62,7 @@ func smartOpener(o smart.Options) ycsb.Opener {
 func smartFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
 	k, v := int64(cfg.KeySize), int64(cfg.ValueSize)
 	return ycsb.Footprint{
-		MaxKeySize: smart.MaxKeyLen, MaxValueSize: smart.MaxValueLen,
+		MaxKeyLen: smart.MaxKeyLen, MaxValueLen: smart.MaxValueLen,
 		RecordBytes:         300 + 16*k + v*4/3,
 		CacheBytes:          max(cfg.CacheBytes, 0),
 		CacheBytesPerRecord: 16 + 2*k,
@@ -80,7 +80,7 @@ func shermanOpener(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (smart.Index, e
 	if err != nil {
 		return nil, err
 	}
-	return shermanIndex{t}, nil
+	return t, nil
 }
 
 // shermanFootprint is Sherman's memory use with span 32: leaves hold
@@ -101,21 +101,11 @@ func shermanFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
 		cache = sherman.DefaultCacheBytes
 	}
 	return ycsb.Footprint{
-		MaxKeySize: sherman.MaxKeySize, MaxValueSize: sherman.MaxValueSize,
+		MaxKeyLen: sherman.MaxKeyLen, MaxValueLen: sherman.MaxValueLen,
 		RecordBytes:         (8+k+v)*8/5 + 4,
 		CacheBytes:          max(cache, 0),
 		CacheBytesPerRecord: 16 + inner/430,
 		ComputeNodeBytes:    int64(cfg.MemoryNodes)*(remote.DefaultOnChipBytes/8)*40 + 64<<10,
 		ClientBytes:         4<<10 + 3*max(leaf, inner),
 	}
-}
-
-// shermanIndex reports Sherman's index-cache counters as a
-// ycsb.CacheReporter: a lookup is a leaf operation's use of the cache.
-type shermanIndex struct{ *sherman.Tree }
-
-// CacheStats implements ycsb.CacheReporter.
-func (s shermanIndex) CacheStats() (hits, lookups uint64) {
-	st := s.Stats()
-	return st.CacheHits, st.CacheHits + st.CacheMisses
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -174,8 +175,16 @@ func TestCompare(t *testing.T) {
 	dir := t.TempDir()
 	args := append([]string{"compare", "--indexes", "mem,mem2", "--workloads", "a,c", "--clients", "1,3", "--out", dir}, small[:6]...)
 	out := mustExec(t, args...)
-	if !strings.Contains(out, "mem/mem2") || strings.Count(out, "\n") != 1+8+1+1+2 {
-		t.Errorf("compare table:\n%s", out)
+	for _, want := range []string{"setup: YCSB a, c, 400 records", "× {1, 3} clients per compute node", "mem/mem2", "columns: Mops/s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("compare output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "paper =") {
+		t.Errorf("the paper's setup is explained without a paper ratio:\n%s", out)
+	}
+	if table, err := os.ReadFile(filepath.Join(dir, "table.txt")); err != nil || strings.Count(string(table), "\n") != 1+8+1+1+2 {
+		t.Errorf("table.txt (%v):\n%s", err, table)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
 	if err != nil {
@@ -245,15 +254,28 @@ func TestDefaultComparison(t *testing.T) {
 		t.Skip("runs SMART and Sherman; skipped with -short")
 	}
 	out := mustExec(t)
-	for _, want := range []string{"smart/sherman", "6.1×", "2.8×"} {
+	for _, want := range []string{"setup: YCSB a, c", "smart/sherman", "6.1×", "2.8×", "columns:", "paper = "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("default comparison lacks %q:\n%s", want, out)
 		}
 	}
-	lines := strings.Split(out, "\n")
-	for _, l := range lines[1:9] {
-		if !strings.HasSuffix(strings.TrimSpace(l), " 0") {
+	// Every run is error-free, and SMART's largest point saturates the
+	// memory nodes' NICs on C: the default shows the ratio at saturation.
+	rows := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) != 14 || (f[1] != "smart" && f[1] != "sherman") {
+			continue
+		}
+		rows++
+		if f[13] != "0" {
 			t.Errorf("a run of the default comparison has errors: %s", l)
 		}
+		if util, err := strconv.Atoi(strings.TrimSuffix(f[11], "%")); f[0] == "c" && f[1] == "smart" && f[2] == "8×32" && (err != nil || util < 90) {
+			t.Errorf("SMART's YCSB-C point does not saturate the memory nodes (MN iops %s): %s", f[11], l)
+		}
+	}
+	if rows != 8 {
+		t.Errorf("%d runs in the default comparison's table, want 8:\n%s", rows, out)
 	}
 }

@@ -24,6 +24,7 @@ type options struct {
 	keys      string
 	records   int64
 	ops       int64
+	warmup    int64
 	valueSize int
 	mns, cns  int
 	cacheMB   float64
@@ -62,6 +63,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.keys, "keys", o.keys, "key type: int (8-byte big-endian) or email (at most 32 bytes)")
 	fs.Int64Var(&o.records, "records", o.records, "records loaded before the run phase")
 	fs.Int64Var(&o.ops, "ops", o.ops, "operations of the run phase, split over all clients")
+	fs.Int64Var(&o.warmup, "warmup-ops", o.warmup, fmt.Sprintf("warm-up operations between the load and the run phase, not measured (0: --records × --cns, at most %d; -1: none)", ycsb.MaxDefaultWarmup))
 	fs.IntVar(&o.valueSize, "value-size", o.valueSize, "value size in bytes")
 	fs.IntVar(&o.mns, "mns", o.mns, "memory nodes")
 	fs.IntVar(&o.cns, "cns", o.cns, "compute nodes")
@@ -85,6 +87,8 @@ func (o *options) check() error {
 	switch {
 	case o.records < 0 || o.ops < 0:
 		return fmt.Errorf("--records and --ops must not be negative")
+	case o.warmup < -1:
+		return fmt.Errorf("--warmup-ops %d: want -1 (none), 0 (the default) or a count", o.warmup)
 	case o.valueSize < 1:
 		return fmt.Errorf("--value-size must be at least 1")
 	case o.mns < 1 || o.cns < 1:
@@ -161,7 +165,7 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 	w.ZipfTheta = o.zipf
 	cfg := ycsb.Config{
 		Index: index, Open: ix.open(), Footprint: ix.footprint, CacheBytes: cache,
-		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, ValueSize: o.valueSize,
+		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, WarmupOps: o.warmup, ValueSize: o.valueSize,
 		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, NodeBytes: o.mnMB << 20,
 		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
 		Shm:        remote.ShmConfig{Dir: o.shmDir},
@@ -354,10 +358,15 @@ func (p *progress) finish() {
 	}
 }
 
-// phaseOps is how many operations a run of cfg executes (load and run).
+// phaseOps is how many operations a run of cfg executes (load, warm-up and
+// run).
 func phaseOps(cfg ycsb.Config) int64 {
 	if cfg.Workload.LoadOnly {
 		return cfg.Records
 	}
-	return cfg.Records + cfg.Ops
+	warm := max(cfg.WarmupOps, 0)
+	if cfg.WarmupOps == 0 {
+		warm = ycsb.DefaultWarmup(cfg.Records, cfg.ComputeNodes)
+	}
+	return cfg.Records + warm + cfg.Ops
 }

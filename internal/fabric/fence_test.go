@@ -5,6 +5,8 @@ package fabric
 import (
 	"slices"
 	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 // TestFences forces the ordering a provider advertises (sockets orders
@@ -59,7 +61,7 @@ func TestFences(t *testing.T) {
 			if !slices.Equal(got, tc.fenced) {
 				t.Errorf("fenced %v, want %v", got, tc.fenced)
 			}
-			checkAgainstModel(t, c, r, mem[0], testSeed(t), []int{7, 64})
+			checkAgainstModel(t, c, r, mem[0], testseed.Seed(t), []int{7, 64})
 		})
 	}
 }

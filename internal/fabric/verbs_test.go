@@ -12,8 +12,6 @@ import (
 	"github.com/dmindex/dmindex/internal/testseed"
 )
 
-var testSeed = testseed.Flag("fabric.seed")
-
 // word reads the 8-byte word at off of mem.
 func word(mem []byte, off uint64) uint64 { return binary.LittleEndian.Uint64(mem[off:]) }
 
@@ -298,7 +296,7 @@ func checkAgainstModel(t *testing.T, c *Conn, r Region, mem []byte, seed uint64,
 func TestRandomBatchesOracle(t *testing.T) {
 	s, mem := startServer(t, 4096)
 	c := dial(t, s.Addr())
-	checkAgainstModel(t, c, s.Regions()[0], mem[0], testSeed(t), []int{1, 2, 7, 32, 64, c.Window(), c.Window() + 37, 1})
+	checkAgainstModel(t, c, s.Regions()[0], mem[0], testseed.Seed(t), []int{1, 2, 7, 32, 64, c.Window(), c.Window() + 37, 1})
 }
 
 // TestStagingRounds forces batches over a small staging buffer: several
@@ -313,7 +311,7 @@ func TestStagingRounds(t *testing.T) {
 	}
 	defer c.Close()
 	r := s.Regions()[0]
-	checkAgainstModel(t, c, r, mem[0], testSeed(t), []int{10, 40})
+	checkAgainstModel(t, c, r, mem[0], testseed.Seed(t), []int{10, 40})
 	big := pattern(50000, 5)
 	copy(mem[0][1000:], big)
 	ops := []Op{{Kind: OpRead, Region: r, Off: 1000, Buf: make([]byte, 50000)}, {Kind: OpFAA, Region: r, Off: 0, Swap: 1}}

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // RunConcurrent runs goroutines on several compute nodes over one pool in
@@ -102,7 +102,7 @@ type concCfg struct {
 
 // goAll runs fn(g, idx) for every goroutine g of cfg, with the index of its
 // compute node, and waits; it returns the problems the goroutines reported.
-func goAll(t *testing.T, pool *remote.Pool, idxs []smart.Index, cfg concCfg, fn func(g int, idx smart.Index) []string) []string {
+func goAll(t *testing.T, pool *remote.Pool, idxs []index.Index, cfg concCfg, fn func(g int, idx index.Index) []string) []string {
 	t.Helper()
 	n := cfg.cns * cfg.per
 	res := make([][]string, n)
@@ -147,7 +147,7 @@ func concurrentInsert(t *testing.T, tg Target, cfg concCfg, keys [][]byte, r *ra
 	for i := range keys {
 		vals[i] = makeValue(packTag(i, i%n, 1), tg.randValueLen(r, 8))
 	}
-	report(t, goAll(t, pool, idxs, cfg, func(g int, idx smart.Index) []string {
+	report(t, goAll(t, pool, idxs, cfg, func(g int, idx index.Index) []string {
 		for i := g; i < len(keys); i += n {
 			if err := idx.Put(ctx, keys[i], vals[i]); err != nil {
 				return []string{fmt.Sprintf("goroutine %d: Put(%s): %v", g, fmtKey(keys[i]), err)}
@@ -191,7 +191,7 @@ func sameKey(t *testing.T, tg Target, cfg concCfg) {
 	n := cfg.cns * cfg.per
 	written := make([][]string, n) // per goroutine: values written, as "key\x00value"
 	ops := 300 * cfg.scale
-	report(t, goAll(t, pool, idxs, cfg, func(g int, idx smart.Index) []string {
+	report(t, goAll(t, pool, idxs, cfg, func(g int, idx index.Index) []string {
 		r := newRand(seed ^ mix64(uint64(g)+1))
 		for seq := range ops {
 			k := keys[r.IntN(len(keys))]
@@ -260,7 +260,7 @@ func deleteReinsert(t *testing.T, tg Target, cfg concCfg) {
 		}
 	}
 	ops := 200 * cfg.scale
-	report(t, goAll(t, pool, idxs, cfg, func(g int, idx smart.Index) []string {
+	report(t, goAll(t, pool, idxs, cfg, func(g int, idx index.Index) []string {
 		r := newRand(seed ^ mix64(uint64(g)+1))
 		for seq := range ops {
 			k := own[g][r.IntN(len(own[g]))]
@@ -359,7 +359,7 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 	scanners := n / 2
 	var done atomic.Int32 // scanners done
 	scans := 8 * cfg.scale
-	report(t, goAll(t, pool, idxs, cfg, func(g int, idx smart.Index) []string {
+	report(t, goAll(t, pool, idxs, cfg, func(g int, idx index.Index) []string {
 		r := newRand(seed ^ mix64(uint64(g)+1))
 		if g%2 == 0 {
 			for seq := 0; seq < 400*cfg.scale || (done.Load() < int32(scanners) && seq < 20000*cfg.scale); seq++ {
@@ -393,8 +393,13 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 					lo, hi = hi, lo
 				}
 			}
-			if p := checkConcurrentScan(ctx, idx, lo, hi, stable, byKey); p != "" {
-				return []string{fmt.Sprintf("scanner %d, scan %d: Scan(%s, %s): %s", g, i, fmtKey(lo), fmtKey(hi), p)}
+			reverse := i%4 >= 2
+			if p := checkConcurrentScan(ctx, idx, lo, hi, stable, byKey, reverse); p != "" {
+				method := "Scan"
+				if reverse {
+					method = "ReverseScan"
+				}
+				return []string{fmt.Sprintf("scanner %d, scan %d: %s(%s, %s): %s", g, i, method, fmtKey(lo), fmtKey(hi), p)}
 			}
 		}
 		return nil
@@ -410,10 +415,17 @@ type scanKey struct {
 	stable bool
 }
 
-// checkConcurrentScan checks a scan that ran while writers changed the
+// checkConcurrentScan checks a scan (a reverse scan if reverse is set, its
+// pairs then checked in reverse) that ran while writers changed the
 // volatile keys and overwrote the stable ones.
-func checkConcurrentScan(ctx context.Context, idx smart.Index, lo, hi []byte, stable []scanKey, byKey map[string]scanKey) string {
-	s := scanN(ctx, idx, lo, hi, -1)
+func checkConcurrentScan(ctx context.Context, idx index.Index, lo, hi []byte, stable []scanKey, byKey map[string]scanKey, reverse bool) string {
+	var s scanOut
+	if reverse {
+		s = rscanN(ctx, idx, lo, hi, -1)
+		slices.Reverse(s.kvs)
+	} else {
+		s = scanN(ctx, idx, lo, hi, -1)
+	}
 	if len(s.proto) > 0 {
 		return fmt.Sprintf("iterator protocol: %v", s.proto)
 	}

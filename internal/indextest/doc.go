@@ -1,17 +1,17 @@
 // Package indextest is the contract test battery that every index of this
 // module (SMART, Sherman, and any later one) must pass.
 //
-// The battery is written against the smart.Index contract and the remote
+// The battery is written against the index.Index contract and the remote
 // package only; it knows nothing about any implementation. An index package
 // runs it from its own tests:
 //
 //	func TestIndexContract(t *testing.T) {
 //		indextest.Run(t, indextest.Target{
 //			Name: "smart",
-//			Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
+//			Open: func(cn *remote.ComputeNode, name string) (index.Index, error) {
 //				return smart.Open(cn, smart.Options{Name: name})
 //			},
-//			Verify: func(ctx context.Context, idx smart.Index) error {
+//			Verify: func(ctx context.Context, idx index.Index) error {
 //				return idx.(*smart.Tree).Verify(ctx)
 //			},
 //			MaxKeyLen:   smart.MaxKeyLen,
@@ -63,7 +63,7 @@
 //
 // Randomized tests log their seed; rerun with
 //
-//	go test -run 'TestX/oracle/binary' -indextest.seed=N
+//	go test -run 'TestX/oracle/binary' -seed=N
 //
 // Every subtest derives its own seed from N and its name, so a seed
 // reproduces the failing subtest when it runs alone. Long parts skip or

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmindex/dmindex/smart"
+	"github.com/dmindex/dmindex/index"
 )
 
 // RunErrors checks the errors of the contract and that a failed call
@@ -30,7 +30,7 @@ func RunErrors(t *testing.T, tg Target) {
 }
 
 // populate puts n keys (some of them the test keys) and returns the oracle.
-func (tg Target) populate(t *testing.T, idx smart.Index, n int) *oracle {
+func (tg Target) populate(t *testing.T, idx index.Index, n int) *oracle {
 	t.Helper()
 	ctx := t.Context()
 	o := newOracle()
@@ -69,13 +69,13 @@ func errorsInvalid(t *testing.T, tg Target) {
 	for _, k := range [][]byte{nil, {}} {
 		name := fmt.Sprintf("%#v", k)
 		v, found, err := idx.Get(ctx, k)
-		wantErr(t, "Get("+name+")", err, smart.ErrEmptyKey)
+		wantErr(t, "Get("+name+")", err, index.ErrEmptyKey)
 		if found || v != nil {
 			t.Errorf("Get(%s) with an error returned %s, %v", name, fmtVal(v), found)
 		}
-		wantErr(t, "Put("+name+")", idx.Put(ctx, k, val), smart.ErrEmptyKey)
+		wantErr(t, "Put("+name+")", idx.Put(ctx, k, val), index.ErrEmptyKey)
 		found, err = idx.Delete(ctx, k)
-		wantErr(t, "Delete("+name+")", err, smart.ErrEmptyKey)
+		wantErr(t, "Delete("+name+")", err, index.ErrEmptyKey)
 		if found {
 			t.Errorf("Delete(%s) with an error reported found", name)
 		}
@@ -93,13 +93,13 @@ func errorsInvalid(t *testing.T, tg Target) {
 		for _, k := range [][]byte{bytes.Repeat([]byte("m"), n), bytes.Repeat([]byte{0xff}, n), bytes.Repeat([]byte{0x00}, n)} {
 			call := fmt.Sprintf("%d-byte key %s", n, fmtKey(k))
 			_, found, err := idx.Get(ctx, k)
-			wantErr(t, "Get of a "+call, err, smart.ErrKeyTooLong)
+			wantErr(t, "Get of a "+call, err, index.ErrKeyTooLong)
 			if found {
 				t.Errorf("Get of a %s reported found", call)
 			}
-			wantErr(t, "Put of a "+call, idx.Put(ctx, k, val), smart.ErrKeyTooLong)
+			wantErr(t, "Put of a "+call, idx.Put(ctx, k, val), index.ErrKeyTooLong)
 			found, err = idx.Delete(ctx, k)
-			wantErr(t, "Delete of a "+call, err, smart.ErrKeyTooLong)
+			wantErr(t, "Delete of a "+call, err, index.ErrKeyTooLong)
 			if found {
 				t.Errorf("Delete of a %s reported found", call)
 			}
@@ -119,7 +119,7 @@ func errorsInvalid(t *testing.T, tg Target) {
 		}
 		big := makeValue(9, n)
 		for _, k := range slices.Concat(tg.testKeys()[:4], [][]byte{absent}) {
-			wantErr(t, fmt.Sprintf("Put(%s, %d-byte value)", fmtKey(k), n), idx.Put(ctx, k, big), smart.ErrValueTooLarge)
+			wantErr(t, fmt.Sprintf("Put(%s, %d-byte value)", fmtKey(k), n), idx.Put(ctx, k, big), index.ErrValueTooLarge)
 			for cn := range idxs {
 				if p := checkGet(ctx, idxs[cn], o, k); p != "" {
 					t.Errorf("after a Put of %d bytes failed, compute node %d: %s", n, cn, p)
@@ -149,7 +149,7 @@ func errorsClosed(t *testing.T, tg Target) {
 	if err := idxs[0].Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := idxs[0].Close(); err != nil && !errors.Is(err, smart.ErrClosed) {
+	if err := idxs[0].Close(); err != nil && !errors.Is(err, index.ErrClosed) {
 		t.Errorf("second Close: %v, want nil or ErrClosed", err)
 	}
 	prev := first.Key
@@ -159,7 +159,7 @@ func errorsClosed(t *testing.T, tg Target) {
 			break
 		}
 		if err != nil {
-			if !errors.Is(err, smart.ErrClosed) {
+			if !errors.Is(err, index.ErrClosed) {
 				t.Errorf("scan across Close failed with %v, want ErrClosed", err)
 			}
 			break
@@ -178,14 +178,14 @@ func errorsClosed(t *testing.T, tg Target) {
 
 	k := tg.testKeys()[0]
 	v, found, err := idxs[0].Get(ctx, k)
-	wantErr(t, "Get after Close", err, smart.ErrClosed)
+	wantErr(t, "Get after Close", err, index.ErrClosed)
 	if found || v != nil {
 		t.Errorf("Get after Close returned %s, %v", fmtVal(v), found)
 	}
-	wantErr(t, "Put after Close", idxs[0].Put(ctx, k, makeValue(1, tg.vlen(8))), smart.ErrClosed)
-	wantErr(t, "Put of a new key after Close", idxs[0].Put(ctx, tg.fitKey([]byte("new-after-close")), makeValue(2, tg.vlen(8))), smart.ErrClosed)
+	wantErr(t, "Put after Close", idxs[0].Put(ctx, k, makeValue(1, tg.vlen(8))), index.ErrClosed)
+	wantErr(t, "Put of a new key after Close", idxs[0].Put(ctx, tg.fitKey([]byte("new-after-close")), makeValue(2, tg.vlen(8))), index.ErrClosed)
 	found, err = idxs[0].Delete(ctx, k)
-	wantErr(t, "Delete after Close", err, smart.ErrClosed)
+	wantErr(t, "Delete after Close", err, index.ErrClosed)
 	if found {
 		t.Errorf("Delete after Close reported found")
 	}
@@ -197,7 +197,7 @@ func errorsClosed(t *testing.T, tg Target) {
 	if len(s.kvs) != 0 || len(s.proto) != 0 {
 		t.Errorf("Scan after Close yielded %d pairs (protocol: %v)", len(s.kvs), s.proto)
 	}
-	wantErr(t, "Scan after Close", s.err, smart.ErrClosed)
+	wantErr(t, "Scan after Close", s.err, index.ErrClosed)
 	// The other compute node is unaffected and sees everything.
 	checkAll(t, ctx, idxs[1], o, "on another compute node after Close")
 	tg.verify(t, ctx, idxs[1], "after Close on another compute node")
@@ -245,10 +245,10 @@ func errorsContext(t *testing.T, tg Target) {
 	// correctly or yields context.Canceled once and stops.
 	ctx, cancel3 := context.WithCancel(bg)
 	defer cancel3()
-	var got []smart.KV
+	var got []index.KV
 	var scanErr error
 	calls := 0
-	idx.Scan(ctx, nil, nil)(func(kv smart.KV, err error) bool {
+	idx.Scan(ctx, nil, nil)(func(kv index.KV, err error) bool {
 		calls++
 		if scanErr != nil {
 			t.Errorf("scan yielded again after the error %v", scanErr)

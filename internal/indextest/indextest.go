@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"flag"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // Target describes an index under test.
@@ -23,11 +22,11 @@ type Target struct {
 	// Open opens (or creates) the index called name on cn. Opening the same
 	// name on several compute nodes of one pool must give one shared index.
 	// In the simulator Open is called from a goroutine started by Pool.Go.
-	Open func(cn *remote.ComputeNode, name string) (smart.Index, error)
+	Open func(cn *remote.ComputeNode, name string) (index.Index, error)
 	// Verify checks the remote structure of the index (nil: skipped). It is
 	// called after every randomized test and at intervals during the long
 	// ones, never concurrently with operations of the battery.
-	Verify func(ctx context.Context, idx smart.Index) error
+	Verify func(ctx context.Context, idx index.Index) error
 	// MaxKeyLen is the longest key accepted, 8..255. The battery needs keys
 	// of at least 8 bytes to build its workloads.
 	MaxKeyLen int
@@ -69,18 +68,6 @@ func (tg Target) realConfig() remote.Config {
 	}
 	return localConfig()
 }
-
-// seedFlag is the -indextest.seed flag.
-var seedFlag = flag.Uint64("indextest.seed", 0,
-	"base seed of the randomized index tests (0: pick one and log it)")
-
-// baseSeed is the run's base seed when -indextest.seed is not given.
-var baseSeed = sync.OnceValue(func() uint64 {
-	if *seedFlag != 0 {
-		return *seedFlag
-	}
-	return uint64(time.Now().UnixNano())&(1<<53-1) | 1
-})
 
 // Run runs every battery of the package against tg as subtests. The long
 // parts shrink or skip under testing.Short().
@@ -141,8 +128,8 @@ func seedFor(t testing.TB) uint64 {
 	t.Helper()
 	h := fnv.New64a()
 	h.Write([]byte(t.Name()))
-	s := mix64(baseSeed() ^ h.Sum64())
-	t.Logf("seed: rerun with -indextest.seed=%d (derived seed %#x)", baseSeed(), s)
+	s := mix64(testseed.Base() ^ h.Sum64())
+	t.Logf("seed: rerun with -seed=%d (derived seed %#x)", testseed.Base(), s)
 	return s
 }
 
@@ -210,7 +197,7 @@ func newPool(t testing.TB, cfg remote.Config) *remote.Pool {
 // open opens the index called name on cn, failing the test on error; the
 // index is closed when the test ends. It must run on the test goroutine in
 // local mode.
-func (tg Target) open(t testing.TB, cn *remote.ComputeNode, name string) smart.Index {
+func (tg Target) open(t testing.TB, cn *remote.ComputeNode, name string) index.Index {
 	t.Helper()
 	idx, err := tg.Open(cn, name)
 	if err != nil {
@@ -226,13 +213,13 @@ func (tg Target) open(t testing.TB, cn *remote.ComputeNode, name string) smart.I
 // localIndex opens the index named after the running test (see idxName)
 // on n new compute nodes of the battery's pool (a new local pool if there
 // is none).
-func (tg Target) localIndex(t testing.TB, n int) (*remote.Pool, []smart.Index) {
+func (tg Target) localIndex(t testing.TB, n int) (*remote.Pool, []index.Index) {
 	t.Helper()
 	p := tg.pool
 	if p == nil {
 		p = newPool(t, tg.realConfig())
 	}
-	idxs := make([]smart.Index, n)
+	idxs := make([]index.Index, n)
 	for i := range idxs {
 		idxs[i] = tg.open(t, p.NewComputeNode(), idxName(t))
 	}
@@ -244,7 +231,7 @@ func (tg Target) localIndex(t testing.TB, n int) (*remote.Pool, []smart.Index) {
 func idxName(t testing.TB) string { return "indextest/" + t.Name() }
 
 // verify runs tg.Verify, if set, and reports an error.
-func (tg Target) verify(t testing.TB, ctx context.Context, idx smart.Index, when string) bool {
+func (tg Target) verify(t testing.TB, ctx context.Context, idx index.Index, when string) bool {
 	t.Helper()
 	if err := tg.verifyErr(ctx, idx); err != nil {
 		t.Errorf("Verify %s: %v", when, err)
@@ -254,7 +241,7 @@ func (tg Target) verify(t testing.TB, ctx context.Context, idx smart.Index, when
 }
 
 // verifyErr runs tg.Verify, if set.
-func (tg Target) verifyErr(ctx context.Context, idx smart.Index) error {
+func (tg Target) verifyErr(ctx context.Context, idx index.Index) error {
 	if tg.Verify == nil {
 		return nil
 	}
@@ -388,7 +375,7 @@ func tagWriter(tag uint64) (writer, seq int) {
 // isContention reports whether err is the one error concurrent tests
 // tolerate: an exhausted retry budget, which leaves the index unchanged or
 // fully applied.
-func isContention(err error) bool { return errors.Is(err, smart.ErrContention) }
+func isContention(err error) bool { return errors.Is(err, index.ErrContention) }
 
 // fmtKey formats a key for messages.
 func fmtKey(k []byte) string {

@@ -13,8 +13,9 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // TestReference runs the whole battery against the reference index: the
@@ -31,7 +32,7 @@ func TestReferenceFixedLengths(t *testing.T) {
 	tg.MaxKeyLen, tg.FixedKeyLen = 16, 16
 	tg.MaxValueLen, tg.FixedValueLen = 8, 8
 	open := tg.Open
-	tg.Open = func(cn *remote.ComputeNode, name string) (smart.Index, error) {
+	tg.Open = func(cn *remote.ComputeNode, name string) (index.Index, error) {
 		idx, err := open(cn, name)
 		if err == nil {
 			r := idx.(*refIndex)
@@ -40,7 +41,7 @@ func TestReferenceFixedLengths(t *testing.T) {
 		}
 		return idx, err
 	}
-	tg.Verify = func(ctx context.Context, idx smart.Index) error { return idx.(fixedChecker).verify(ctx) }
+	tg.Verify = func(ctx context.Context, idx index.Index) error { return idx.(fixedChecker).verify(ctx) }
 	t.Run("basic", func(t *testing.T) { RunBasic(t, tg) })
 	t.Run("errors", func(t *testing.T) { RunErrors(t, tg) })
 	t.Run("keys", func(t *testing.T) { RunKeys(t, tg) })
@@ -153,7 +154,7 @@ func TestMutants(t *testing.T) {
 		t.Run(c.mutant+"/"+c.battery, func(t *testing.T) {
 			t.Parallel()
 			args := []string{"-test.run=^TestMutantChild$", "-test.count=1", "-test.timeout=5m",
-				fmt.Sprintf("-indextest.seed=%d", baseSeed())}
+				fmt.Sprintf("-seed=%d", testseed.Base())}
 			if testing.Short() {
 				args = append(args, "-test.short")
 			}
@@ -224,22 +225,22 @@ func TestValues(t *testing.T) {
 
 // badScan is an index whose Scan breaks the iterator protocol.
 type badScan struct {
-	smart.Index
+	index.Index
 	mode string
 }
 
-func (b badScan) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, error] {
-	return func(yield func(smart.KV, error) bool) {
+func (b badScan) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
+	return func(yield func(index.KV, error) bool) {
 		switch b.mode {
 		case "ignore-stop":
-			yield(smart.KV{Key: []byte("a")}, nil)
-			yield(smart.KV{Key: []byte("b")}, nil)
+			yield(index.KV{Key: []byte("a")}, nil)
+			yield(index.KV{Key: []byte("b")}, nil)
 		case "continue-after-error":
-			if yield(smart.KV{}, errors.New("boom")) {
-				yield(smart.KV{Key: []byte("a")}, nil)
+			if yield(index.KV{}, errors.New("boom")) {
+				yield(index.KV{Key: []byte("a")}, nil)
 			}
 		case "error-with-kv":
-			yield(smart.KV{Key: []byte("a")}, errors.New("boom"))
+			yield(index.KV{Key: []byte("a")}, errors.New("boom"))
 		}
 	}
 }
@@ -255,7 +256,7 @@ func TestScanProtocol(t *testing.T) {
 			t.Errorf("%s: no problem reported", mode)
 		}
 	}
-	got := []smart.KV{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("a"), Value: []byte("1")}}
+	got := []index.KV{{Key: []byte("a"), Value: []byte("1")}, {Key: []byte("a"), Value: []byte("1")}}
 	if p := diffKVs(got, []okv{{"a", "1"}, {"b", "2"}}); !strings.Contains(p, "duplicate") {
 		t.Errorf("diffKVs missed a duplicate: %q", p)
 	}

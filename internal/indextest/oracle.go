@@ -3,13 +3,13 @@ package indextest
 import (
 	"context"
 	"fmt"
+	"iter"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/google/btree"
-
-	"github.com/dmindex/dmindex/smart"
 )
 
 // okv is one pair of the oracle. Strings compare bytewise, like keys.
@@ -55,12 +55,37 @@ func (o *oracle) scan(lo, hi []byte, limit int) []okv {
 	return out
 }
 
+// rscan returns up to limit pairs of [lo, hi) in descending order (nil hi:
+// unbounded; limit < 0: all).
+func (o *oracle) rscan(lo, hi []byte, limit int) []okv {
+	var out []okv
+	if limit == 0 || (hi != nil && string(lo) >= string(hi)) {
+		return nil
+	}
+	visit := func(kv okv) bool {
+		if hi != nil && kv.k >= string(hi) {
+			return true
+		}
+		if kv.k < string(lo) {
+			return false
+		}
+		out = append(out, kv)
+		return limit < 0 || len(out) < limit
+	}
+	if hi == nil {
+		o.bt.Descend(visit)
+	} else {
+		o.bt.DescendLessOrEqual(okv{k: string(hi)}, visit)
+	}
+	return out
+}
+
 // all returns every pair in order.
 func (o *oracle) all() []okv { return o.scan(nil, nil, -1) }
 
 // scanOut is what one scan produced.
 type scanOut struct {
-	kvs []smart.KV
+	kvs []index.KV
 	err error // the error the sequence yielded, if any
 	// proto lists violations of the iterator protocol: a yield after the
 	// consumer stopped, a yield after an error, an error with a non-zero
@@ -71,15 +96,25 @@ type scanOut struct {
 // scanN runs idx.Scan(ctx, lo, hi) and consumes at most limit pairs
 // (limit < 0: all; 0: stops at the first yield), watching the iterator
 // protocol. It does not copy the yielded slices.
-func scanN(ctx context.Context, idx smart.Index, lo, hi []byte, limit int) scanOut {
+func scanN(ctx context.Context, idx index.Index, lo, hi []byte, limit int) scanOut {
+	return consume(idx.Scan(ctx, lo, hi), limit, "Scan")
+}
+
+// rscanN is scanN for idx.ReverseScan.
+func rscanN(ctx context.Context, idx index.Index, lo, hi []byte, limit int) scanOut {
+	return consume(idx.ReverseScan(ctx, lo, hi), limit, "ReverseScan")
+}
+
+// consume consumes at most limit pairs of seq, the sequence that method
+// returned, watching the iterator protocol.
+func consume(seq iter.Seq2[index.KV, error], limit int, method string) scanOut {
 	var out scanOut
 	stopped, failed := false, false
-	seq := idx.Scan(ctx, lo, hi)
 	if seq == nil {
-		out.proto = append(out.proto, "Scan returned a nil sequence")
+		out.proto = append(out.proto, method+" returned a nil sequence")
 		return out
 	}
-	seq(func(kv smart.KV, err error) bool {
+	seq(func(kv index.KV, err error) bool {
 		switch {
 		case stopped:
 			out.proto = append(out.proto, "yield called again after it returned false")
@@ -122,7 +157,7 @@ func (s scanOut) problem(want []okv) string {
 
 // diffKVs describes the first difference between got and want ("" if
 // none).
-func diffKVs(got []smart.KV, want []okv) string {
+func diffKVs(got []index.KV, want []okv) string {
 	for i := range min(len(got), len(want)) {
 		g, w := got[i], want[i]
 		if string(g.Key) != w.k {
@@ -150,7 +185,7 @@ func diffKVs(got []smart.KV, want []okv) string {
 }
 
 // checkAll compares a full scan of idx with the oracle.
-func checkAll(t testing.TB, ctx context.Context, idx smart.Index, o *oracle, when string) bool {
+func checkAll(t testing.TB, ctx context.Context, idx index.Index, o *oracle, when string) bool {
 	t.Helper()
 	if p := scanN(ctx, idx, nil, nil, -1).problem(o.all()); p != "" {
 		t.Errorf("full scan %s: %s", when, p)
@@ -160,7 +195,7 @@ func checkAll(t testing.TB, ctx context.Context, idx smart.Index, o *oracle, whe
 }
 
 // checkGet compares idx.Get(key) with the oracle.
-func checkGet(ctx context.Context, idx smart.Index, o *oracle, key []byte) string {
+func checkGet(ctx context.Context, idx index.Index, o *oracle, key []byte) string {
 	v, found, err := idx.Get(ctx, key)
 	want, wantFound := o.get(key)
 	switch {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // refIndex is the reference index that validates the battery: a
@@ -66,7 +66,7 @@ func refTarget(mutant string) Target {
 		Name:        "ref",
 		MaxKeyLen:   255,
 		MaxValueLen: 64 << 10,
-		Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
+		Open: func(cn *remote.ComputeNode, name string) (index.Index, error) {
 			key := refRegKey{cn.Pool(), name}
 			fresh := &refShared{bt: btree.NewG(8, func(a, b refEntry) bool { return a.key < b.key })}
 			v, _ := refRegistry.LoadOrStore(key, fresh)
@@ -82,7 +82,7 @@ func refTarget(mutant string) Target {
 			return &refIndex{sh: v.(*refShared), cn: cn, maxKey: 255, maxVal: 64 << 10, mutant: mutant,
 				cache: make(map[string]refEntry)}, nil
 		},
-		Verify: func(ctx context.Context, idx smart.Index) error { return idx.(*refIndex).verify(ctx) },
+		Verify: func(ctx context.Context, idx index.Index) error { return idx.(*refIndex).verify(ctx) },
 	}
 	return tg
 }
@@ -118,7 +118,7 @@ func (x *refIndex) release(c *remote.Client) {
 // check validates a call's state, context and key.
 func (x *refIndex) check(ctx context.Context, key []byte) error {
 	if x.closed.Load() && x.mutant != "no-closed" {
-		return smart.ErrClosed
+		return index.ErrClosed
 	}
 	if x.mutant != "ignore-ctx" {
 		if err := ctx.Err(); err != nil {
@@ -126,10 +126,10 @@ func (x *refIndex) check(ctx context.Context, key []byte) error {
 		}
 	}
 	if len(key) == 0 {
-		return smart.ErrEmptyKey
+		return index.ErrEmptyKey
 	}
 	if len(key) > x.maxKey && x.mutant != "no-key-limit" {
-		return fmt.Errorf("%w: %d bytes", smart.ErrKeyTooLong, len(key))
+		return fmt.Errorf("%w: %d bytes", index.ErrKeyTooLong, len(key))
 	}
 	return nil
 }
@@ -167,7 +167,7 @@ func (x *refIndex) norm(key []byte) []byte {
 	return key
 }
 
-// Get implements smart.Index.
+// Get implements index.Index.
 func (x *refIndex) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	if err := x.check(ctx, key); err != nil {
 		return nil, false, err
@@ -210,13 +210,13 @@ func (x *refIndex) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	return v, true, nil
 }
 
-// Put implements smart.Index.
+// Put implements index.Index.
 func (x *refIndex) Put(ctx context.Context, key, value []byte) error {
 	if err := x.check(ctx, key); err != nil {
 		return err
 	}
 	if len(value) > x.maxVal && x.mutant != "no-value-limit" {
-		return fmt.Errorf("%w: %d bytes", smart.ErrValueTooLarge, len(value))
+		return fmt.Errorf("%w: %d bytes", index.ErrValueTooLarge, len(value))
 	}
 	key = x.norm(key)
 	e := refEntry{key: string(key), n: len(value)}
@@ -266,7 +266,7 @@ func (x *refIndex) Put(ctx context.Context, key, value []byte) error {
 	return nil
 }
 
-// Delete implements smart.Index.
+// Delete implements index.Index.
 func (x *refIndex) Delete(ctx context.Context, key []byte) (bool, error) {
 	if err := x.check(ctx, key); err != nil {
 		return false, err
@@ -297,16 +297,16 @@ func (x *refIndex) Delete(ctx context.Context, key []byte) (bool, error) {
 	return found, nil
 }
 
-// Scan implements smart.Index: batches of 16 pairs, each batch's values
+// Scan implements index.Index: batches of 16 pairs, each batch's values
 // read in one round trip.
-func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, error] {
-	return func(yield func(smart.KV, error) bool) {
+func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
+	return func(yield func(index.KV, error) bool) {
 		if x.closed.Load() && x.mutant != "no-closed" {
-			yield(smart.KV{}, smart.ErrClosed)
+			yield(index.KV{}, index.ErrClosed)
 			return
 		}
 		if err := ctx.Err(); err != nil && x.mutant != "ignore-ctx" {
-			yield(smart.KV{}, err)
+			yield(index.KV{}, err)
 			return
 		}
 		const batch = 16
@@ -341,25 +341,13 @@ func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, 
 				return
 			}
 			if x.closed.Load() && x.mutant != "no-closed" {
-				yield(smart.KV{}, smart.ErrClosed)
+				yield(index.KV{}, index.ErrClosed)
 				return
 			}
-			vals := make([][]byte, len(es))
-			var ops []remote.Op
-			for i, e := range es {
-				vals[i] = make([]byte, e.n)
-				if e.n > 0 {
-					ops = append(ops, remote.Read(e.addr, vals[i]))
-				}
-			}
-			if len(ops) > 0 {
-				c := x.client()
-				err := c.Do(x.vctx(ctx), ops)
-				x.release(c)
-				if err != nil {
-					yield(smart.KV{}, err)
-					return
-				}
+			vals, err := x.values(ctx, es)
+			if err != nil {
+				yield(index.KV{}, err)
+				return
 			}
 			for i, e := range es {
 				if x.mutant == "scan-skip" && refScanned.Add(1)%97 == 0 {
@@ -369,7 +357,7 @@ func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, 
 				if x.mutant == "scan-alias" {
 					k = e.kb
 				}
-				if !yield(smart.KV{Key: k, Value: vals[i]}, nil) {
+				if !yield(index.KV{Key: k, Value: vals[i]}, nil) {
 					return
 				}
 			}
@@ -378,10 +366,85 @@ func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, 
 	}
 }
 
-// Close implements smart.Index.
+// values reads the values of es in one round trip.
+func (x *refIndex) values(ctx context.Context, es []refEntry) ([][]byte, error) {
+	vals := make([][]byte, len(es))
+	var ops []remote.Op
+	for i, e := range es {
+		vals[i] = make([]byte, e.n)
+		if e.n > 0 {
+			ops = append(ops, remote.Read(e.addr, vals[i]))
+		}
+	}
+	if len(ops) == 0 {
+		return vals, nil
+	}
+	c := x.client()
+	defer x.release(c)
+	return vals, c.Do(x.vctx(ctx), ops)
+}
+
+// ReverseScan implements index.Index: batches of 16 pairs from the top of
+// the range down, each batch's values read in one round trip.
+func (x *refIndex) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
+	return func(yield func(index.KV, error) bool) {
+		if x.closed.Load() {
+			yield(index.KV{}, index.ErrClosed)
+			return
+		}
+		if err := ctx.Err(); err != nil {
+			yield(index.KV{}, err)
+			return
+		}
+		const batch = 16
+		var es []refEntry
+		below := func(e refEntry, ub *string) bool {
+			if ub != nil && e.key >= *ub {
+				return true // the bound itself: skip
+			}
+			if e.key < string(lo) || len(es) == batch {
+				return false
+			}
+			es = append(es, e)
+			return true
+		}
+		var ub *string
+		if hi != nil {
+			h := string(hi)
+			ub = &h
+		}
+		for {
+			es = es[:0]
+			x.sh.mu.Lock()
+			if ub == nil {
+				x.sh.bt.Descend(func(e refEntry) bool { return below(e, nil) })
+			} else {
+				x.sh.bt.DescendLessOrEqual(refEntry{key: *ub}, func(e refEntry) bool { return below(e, ub) })
+			}
+			x.sh.mu.Unlock()
+			if len(es) == 0 {
+				return
+			}
+			vals, err := x.values(ctx, es)
+			if err != nil {
+				yield(index.KV{}, err)
+				return
+			}
+			for i, e := range es {
+				if !yield(index.KV{Key: []byte(e.key), Value: vals[i]}, nil) {
+					return
+				}
+			}
+			last := es[len(es)-1].key
+			ub = &last
+		}
+	}
+}
+
+// Close implements index.Index.
 func (x *refIndex) Close() error {
 	if x.closed.Swap(true) {
-		return smart.ErrClosed
+		return index.ErrClosed
 	}
 	return nil
 }
@@ -389,7 +452,7 @@ func (x *refIndex) Close() error {
 // verify checks that the keys are ordered and every value is readable.
 func (x *refIndex) verify(ctx context.Context) error {
 	if x.mutant == "verify-fails" {
-		return fmt.Errorf("%w: mutant verify-fails", smart.ErrCorrupt)
+		return fmt.Errorf("%w: mutant verify-fails", index.ErrCorrupt)
 	}
 	x.sh.mu.Lock()
 	var es []refEntry
@@ -397,10 +460,10 @@ func (x *refIndex) verify(ctx context.Context) error {
 	x.sh.mu.Unlock()
 	for i, e := range es {
 		if i > 0 && es[i-1].key >= e.key {
-			return fmt.Errorf("%w: key %q after %q", smart.ErrCorrupt, e.key, es[i-1].key)
+			return fmt.Errorf("%w: key %q after %q", index.ErrCorrupt, e.key, es[i-1].key)
 		}
 		if _, err := x.read(ctx, e); err != nil {
-			return fmt.Errorf("%w: value of %q: %v", smart.ErrCorrupt, e.key, err)
+			return fmt.Errorf("%w: value of %q: %v", index.ErrCorrupt, e.key, err)
 		}
 	}
 	return nil

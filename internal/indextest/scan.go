@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// RunScan checks Scan against the oracle: random [lo, hi) bounds (nil and
-// empty bounds, existing keys, prefixes of keys, non-keys next to keys,
-// bounds longer than MaxKeyLen, lo == hi, lo > hi), early breaks after 0 to
-// 64 pairs, ascending order without duplicates, before and after a round
-// of deletes, overwrites and inserts. It also checks that a scan stopped
+// RunScan checks Scan and ReverseScan against the oracle: random [lo, hi)
+// bounds (nil and empty bounds, existing keys, prefixes of keys, non-keys
+// next to keys, bounds longer than MaxKeyLen, lo == hi, lo > hi), early
+// breaks after 0 to 64 pairs, ascending (descending) order without
+// duplicates, before and after a round of deletes, overwrites and inserts. It also checks that a scan stopped
 // after 10 pairs of a large index reads much less remote memory than a full
 // scan (remote.Stats of the compute node: at most an eighth of the bytes).
 func RunScan(t *testing.T, tg Target) {
@@ -84,6 +84,9 @@ func scanRandom(t *testing.T, tg Target) {
 			idx := idxs[i%2]
 			if p := scanN(ctx, idx, lo, hi, limit).problem(o.scan(lo, hi, limit)); p != "" {
 				t.Fatalf("%s, scan %d on compute node %d: Scan(%s, %s) limit %d: %s", name, i, i%2, fmtKey(lo), fmtKey(hi), limit, p)
+			}
+			if p := rscanN(ctx, idx, lo, hi, limit).problem(o.rscan(lo, hi, limit)); p != "" {
+				t.Fatalf("%s, scan %d on compute node %d: ReverseScan(%s, %s) limit %d: %s", name, i, i%2, fmtKey(lo), fmtKey(hi), limit, p)
 			}
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // RunSim runs the battery's concurrent workloads in the deterministic
@@ -22,11 +22,15 @@ import (
 //     Verify;
 //   - empty-start: every client inserts into a freshly created index at
 //     once;
+//   - plain-goroutines: the mixed workload on fewer clients, every call
+//     from a plain goroutine instead of one started by Pool.Go, as a user
+//     who never calls Pool.Go would run it (not deterministic);
 //   - determinism: the same seed run twice gives the same virtual end time,
 //     the same remote.Stats, and the same final contents and history. It is
 //     skipped while the pool's transport does not report "sim".
 //
-// Every call of the index runs in a goroutine started by Pool.Go.
+// Every call of the index but plain-goroutines' runs in a goroutine started
+// by Pool.Go.
 func RunSim(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	cns, per, ops := 4, 64, 120
@@ -62,6 +66,19 @@ func RunSim(t *testing.T, tg Target) {
 					t.Error(p)
 				}
 			}
+		})
+	}
+	for _, m := range simModes {
+		t.Run("plain-goroutines-"+m.name, func(t *testing.T) {
+			seed := seedFor(t)
+			pool := newPool(t, m.config(seed))
+			w := &workload{tg: tg, perCN: 8, ops: ops, ownKeys: 8, hot: 4, hotPct: 10, stable: 40, seed: seed, plain: true,
+				clock: func() int64 { return int64(pool.Now()) }}
+			out := runMixed(t.Context(), tg, pool, "idx", w, 2)
+			for _, p := range out.problems {
+				t.Error(p)
+			}
+			checkLinearizable(t, out.history, "hot keys")
 		})
 	}
 	t.Run("determinism", func(t *testing.T) {
@@ -100,7 +117,7 @@ func RunSim(t *testing.T, tg Target) {
 // runs Verify. Everything runs in goroutines started by pool.Go.
 func stressEmpty(ctx context.Context, tg Target, pool *remote.Pool, name string, cns, per, keysPer int) []string {
 	var problems []string
-	idxs := make([]smart.Index, cns)
+	idxs := make([]index.Index, cns)
 	errs := make([]error, cns)
 	for c := range cns {
 		cn := pool.NewComputeNode()

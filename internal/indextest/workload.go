@@ -9,11 +9,12 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // The mixed workload of RunConcurrent and RunSim. Every goroutine owns a
@@ -78,7 +79,7 @@ func fmtState(present bool, v []byte) string {
 // workload configures one run of the mixed workload.
 type workload struct {
 	tg      Target
-	idxs    []smart.Index // one per compute node
+	idxs    []index.Index // one per compute node
 	perCN   int           // goroutines per compute node
 	ops     int           // operations per goroutine
 	ownKeys int           // keys per goroutine
@@ -98,6 +99,9 @@ type workload struct {
 	// hotOnly makes every operation a hot-key operation.
 	hotPct  int
 	hotOnly bool
+	// plain runs every goroutine of the workload as a plain goroutine
+	// instead of with Pool.Go, as a user who never calls Pool.Go would.
+	plain bool
 	// digest hashes the final full scan (set by finalCheck).
 	digest uint64
 }
@@ -170,7 +174,7 @@ func (w *workload) build() {
 }
 
 // preload writes the stable keys through idx.
-func (w *workload) preload(ctx context.Context, idx smart.Index) error {
+func (w *workload) preload(ctx context.Context, idx index.Index) error {
 	for _, kv := range w.stables {
 		if err := idx.Put(ctx, []byte(kv.k), []byte(kv.v)); err != nil {
 			return fmt.Errorf("preload Put(%s): %w", fmtKey([]byte(kv.k)), err)
@@ -179,21 +183,40 @@ func (w *workload) preload(ctx context.Context, idx smart.Index) error {
 	return nil
 }
 
-// start starts every goroutine of the workload with pool.Go; results are
-// valid after pool.Wait.
-func (w *workload) start(ctx context.Context, pool *remote.Pool) []*wlResult {
+// start starts every goroutine of the workload with w.spawn; results are
+// valid after w.wait.
+func (w *workload) start(ctx context.Context, pool *remote.Pool, wg *sync.WaitGroup) []*wlResult {
 	n := len(w.idxs) * w.perCN
 	res := make([]*wlResult, n)
 	for g := range n {
 		res[g] = &wlResult{}
 		idx := w.idxs[g/w.perCN]
-		pool.Go(func() { w.worker(ctx, g, idx, res[g]) })
+		w.spawn(pool, wg, func() { w.worker(ctx, g, idx, res[g]) })
 	}
 	return res
 }
 
+// spawn starts fn with pool.Go, or as a plain goroutine counted in wg if
+// w.plain is set.
+func (w *workload) spawn(pool *remote.Pool, wg *sync.WaitGroup, fn func()) {
+	if w.plain {
+		wg.Go(fn)
+		return
+	}
+	pool.Go(fn)
+}
+
+// wait waits for the goroutines started by spawn.
+func (w *workload) wait(pool *remote.Pool, wg *sync.WaitGroup) error {
+	if w.plain {
+		wg.Wait()
+		return nil
+	}
+	return pool.Wait()
+}
+
 // worker is goroutine g of the workload.
-func (w *workload) worker(ctx context.Context, g int, idx smart.Index, res *wlResult) {
+func (w *workload) worker(ctx context.Context, g int, idx index.Index, res *wlResult) {
 	tg := w.tg
 	r := newRand(w.seed ^ mix64(uint64(g)+1))
 	own := w.owned[g]
@@ -314,7 +337,7 @@ func (w *workload) tolerate(res *wlResult, err error, call string, key []byte) b
 }
 
 // scanOwn scans goroutine g's range and checks it against its knowledge.
-func (w *workload) scanOwn(ctx context.Context, idx smart.Index, g, limit int) string {
+func (w *workload) scanOwn(ctx context.Context, idx index.Index, g, limit int) string {
 	own := w.owned[g]
 	lo, hi := ownPrefix(g), ownPrefix(g+1)
 	if w.tg.FixedKeyLen > 0 {
@@ -382,7 +405,7 @@ type linOutput struct {
 }
 
 // hotOp runs one operation on a random hot key and records it.
-func (w *workload) hotOp(ctx context.Context, g int, idx smart.Index, r *rand.Rand, res *wlResult, nextVal func(int) []byte) {
+func (w *workload) hotOp(ctx context.Context, g int, idx index.Index, r *rand.Rand, res *wlResult, nextVal func(int) []byte) {
 	k := w.hotKeys[r.IntN(len(w.hotKeys))]
 	in := linInput{key: string(k)}
 	var out linOutput
@@ -421,7 +444,7 @@ func (w *workload) hotOp(ctx context.Context, g int, idx smart.Index, r *rand.Ra
 // finalCheck runs after the workload, alone: it reads every hot key once
 // (appended to history), then checks a full scan of idx against the
 // goroutines' knowledge, the stable keys and the final hot values.
-func (w *workload) finalCheck(ctx context.Context, idx smart.Index, history *[]porcupine.Operation) []string {
+func (w *workload) finalCheck(ctx context.Context, idx index.Index, history *[]porcupine.Operation) []string {
 	var problems []string
 	failf := func(format string, args ...any) {
 		if len(problems) < 20 {
@@ -526,21 +549,23 @@ type mixedRun struct {
 // runMixed opens the index called name on cns new compute nodes of pool
 // (concurrently),
 // preloads the stable keys, runs the workload, checks the final state and
-// runs Verify. Every step runs in goroutines started by pool.Go, so it works
-// the same in local mode and in the simulator.
+// runs Verify. Every step runs in goroutines started by pool.Go (plain
+// goroutines if w.plain is set), so it works the same in local mode and in
+// the simulator.
 func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w *workload, cns int) (out mixedRun) {
 	fail := func(format string, args ...any) { out.problems = append(out.problems, fmt.Sprintf(format, args...)) }
+	var wg sync.WaitGroup
 	phase := func(name string, fns ...func()) bool {
 		for _, fn := range fns {
-			pool.Go(fn)
+			w.spawn(pool, &wg, fn)
 		}
-		if err := pool.Wait(); err != nil {
+		if err := w.wait(pool, &wg); err != nil {
 			fail("%s: pool.Wait: %v", name, err)
 			return false
 		}
 		return len(out.problems) == 0
 	}
-	w.idxs = make([]smart.Index, cns)
+	w.idxs = make([]index.Index, cns)
 	errs := make([]error, cns)
 	var opens []func()
 	for c := range cns {
@@ -577,7 +602,7 @@ func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w 
 	}) {
 		return out
 	}
-	res := w.start(ctx, pool)
+	res := w.start(ctx, pool, &wg)
 	if !phase("workload") {
 		return out
 	}

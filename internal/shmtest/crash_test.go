@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/dmindex/dmindex/internal/childtest"
+	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
 )
@@ -374,7 +375,7 @@ func TestCrash(t *testing.T) {
 	}
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			seed := testSeed(t)
+			seed := testseed.Seed(t)
 			r := rand.New(rand.NewPCG(seed, 1))
 			dir, ctl := t.TempDir(), t.TempDir()
 			idx, _, closeTree, err := openTree(k, poolConfig(dir), crashRetryBudget)

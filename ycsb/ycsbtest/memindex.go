@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/btree"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 	"github.com/dmindex/dmindex/ycsb"
 )
 
@@ -27,10 +27,10 @@ const scanBatch = 16
 // the simulator's clock advances and I/O statistics are meaningful: a Get
 // READs, a Put or Delete WRITEs, the pair's bytes (rounded up to 8) in a
 // 4 KiB region named after the index; a scan READs once per 16 pairs. The
-// index reports a deterministic cache hit ratio of 3/4 (ycsb.CacheReporter).
+// index reports a deterministic cache hit ratio of 3/4 (ycsb.StatsReporter).
 func NewOpener() ycsb.Opener {
 	s := &store{tree: btree.NewG(16, func(a, b pair) bool { return bytes.Compare(a.key, b.key) < 0 })}
-	return func(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (smart.Index, error) {
+	return func(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (index.Index, error) {
 		c := cn.NewClient()
 		addr, err := c.Named(context.Background(), "ycsbtest/"+cfg.Name, regionBytes)
 		if err != nil {
@@ -50,7 +50,7 @@ type store struct {
 }
 
 // Index is one compute node's handle on the shared map. It implements
-// smart.Index and ycsb.CacheReporter and is safe for concurrent use.
+// index.Index and ycsb.StatsReporter and is safe for concurrent use.
 type Index struct {
 	s    *store
 	cn   *remote.ComputeNode
@@ -64,8 +64,8 @@ type Index struct {
 }
 
 var (
-	_ smart.Index        = (*Index)(nil)
-	_ ycsb.CacheReporter = (*Index)(nil)
+	_ index.Index        = (*Index)(nil)
+	_ ycsb.StatsReporter = (*Index)(nil)
 )
 
 // client takes an idle client of the compute node, or makes one.
@@ -90,7 +90,7 @@ func (x *Index) release(c *remote.Client) {
 // region).
 func (x *Index) io(ctx context.Context, write bool, n int) error {
 	if x.closed.Load() {
-		return smart.ErrClosed
+		return index.ErrClosed
 	}
 	x.lookups.Add(1)
 	c := x.client()
@@ -104,12 +104,12 @@ func (x *Index) io(ctx context.Context, write bool, n int) error {
 
 func check(key []byte) error {
 	if len(key) == 0 {
-		return smart.ErrEmptyKey
+		return index.ErrEmptyKey
 	}
 	return nil
 }
 
-// Get implements smart.Index.
+// Get implements index.Index.
 func (x *Index) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	if err := check(key); err != nil {
 		return nil, false, err
@@ -123,7 +123,7 @@ func (x *Index) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	return bytes.Clone(p.value), ok, nil
 }
 
-// Put implements smart.Index.
+// Put implements index.Index.
 func (x *Index) Put(ctx context.Context, key, value []byte) error {
 	if err := check(key); err != nil {
 		return err
@@ -137,7 +137,7 @@ func (x *Index) Put(ctx context.Context, key, value []byte) error {
 	return nil
 }
 
-// Delete implements smart.Index.
+// Delete implements index.Index.
 func (x *Index) Delete(ctx context.Context, key []byte) (bool, error) {
 	if err := check(key); err != nil {
 		return false, err
@@ -151,34 +151,24 @@ func (x *Index) Delete(ctx context.Context, key []byte) (bool, error) {
 	return ok, nil
 }
 
-// Scan implements smart.Index: it copies 16 pairs at a time under the lock
+// Scan implements index.Index: it copies 16 pairs at a time under the lock
 // and READs once per batch.
-func (x *Index) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, error] {
-	return func(yield func(smart.KV, error) bool) {
+func (x *Index) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
+	return func(yield func(index.KV, error) bool) {
 		from := bytes.Clone(lo)
 		for {
-			var batch []smart.KV
+			var batch []index.KV
 			x.s.mu.Lock()
 			x.s.tree.AscendGreaterOrEqual(pair{key: from}, func(p pair) bool {
 				if hi != nil && bytes.Compare(p.key, hi) >= 0 || len(batch) == scanBatch {
 					return false
 				}
-				batch = append(batch, smart.KV{Key: bytes.Clone(p.key), Value: bytes.Clone(p.value)})
+				batch = append(batch, index.KV{Key: bytes.Clone(p.key), Value: bytes.Clone(p.value)})
 				return true
 			})
 			x.s.mu.Unlock()
-			n := 0
-			for _, kv := range batch {
-				n += len(kv.Key) + len(kv.Value)
-			}
-			if err := x.io(ctx, false, n); err != nil {
-				yield(smart.KV{}, err)
+			if !x.yieldBatch(ctx, batch, yield) {
 				return
-			}
-			for _, kv := range batch {
-				if !yield(kv, nil) {
-					return
-				}
 			}
 			if len(batch) < scanBatch {
 				return
@@ -188,17 +178,71 @@ func (x *Index) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[smart.KV, err
 	}
 }
 
-// Close implements smart.Index.
+// yieldBatch charges the remote I/O of a scan batch and yields its pairs;
+// it reports false if the scan must stop (an error or the caller).
+func (x *Index) yieldBatch(ctx context.Context, batch []index.KV, yield func(index.KV, error) bool) bool {
+	n := 0
+	for _, kv := range batch {
+		n += len(kv.Key) + len(kv.Value)
+	}
+	if err := x.io(ctx, false, n); err != nil {
+		yield(index.KV{}, err)
+		return false
+	}
+	for _, kv := range batch {
+		if !yield(kv, nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// ReverseScan implements index.Index like Scan, from the top of the range
+// down.
+func (x *Index) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
+	return func(yield func(index.KV, error) bool) {
+		ub := bytes.Clone(hi)
+		for {
+			var batch []index.KV
+			visit := func(p pair) bool {
+				if ub != nil && bytes.Compare(p.key, ub) >= 0 {
+					return true // the bound itself: skip
+				}
+				if bytes.Compare(p.key, lo) < 0 || len(batch) == scanBatch {
+					return false
+				}
+				batch = append(batch, index.KV{Key: bytes.Clone(p.key), Value: bytes.Clone(p.value)})
+				return true
+			}
+			x.s.mu.Lock()
+			if ub == nil {
+				x.s.tree.Descend(visit)
+			} else {
+				x.s.tree.DescendLessOrEqual(pair{key: ub}, visit)
+			}
+			x.s.mu.Unlock()
+			if !x.yieldBatch(ctx, batch, yield) {
+				return
+			}
+			if len(batch) < scanBatch {
+				return
+			}
+			ub = batch[len(batch)-1].Key
+		}
+	}
+}
+
+// Close implements index.Index.
 func (x *Index) Close() error {
 	if x.closed.Swap(true) {
-		return smart.ErrClosed
+		return index.ErrClosed
 	}
 	return nil
 }
 
-// CacheStats implements ycsb.CacheReporter: three of every four remote
-// accesses count as hits.
-func (x *Index) CacheStats() (hits, lookups uint64) {
+// Stats implements ycsb.StatsReporter: three of every four remote accesses
+// count as cache hits.
+func (x *Index) Stats() index.Stats {
 	l := x.lookups.Load()
-	return l - l/4, l
+	return index.Stats{CacheLookups: l, CacheHits: l - l/4}
 }

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 )
 
 // Put inserts key or replaces its value (an upsert). Without a split it
@@ -20,7 +20,7 @@ import (
 // Put returns nil once the pair is stored, and an error means it was not,
 // with three exceptions where it may have been: an error wrapping
 // remote.ErrClosed (the pool closed during the final write), one wrapping
-// smart.ErrCorrupt (the tree is broken), and, with Options.RDWC, the
+// index.ErrCorrupt (the tree is broken), and, with Options.RDWC, the
 // context's error of a Put that gave up while combined into another
 // client's write after that client took its value. A leaf split stores the
 // pair before it inserts the separator into the level above; if that insert
@@ -33,17 +33,23 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) (err error) {
 		return err
 	}
 	if len(value) > t.g.valueSize {
-		return fmt.Errorf("%w: %d bytes, the tree's ValueSize is %d", smart.ErrValueTooLarge, len(value), t.g.valueSize)
+		return fmt.Errorf("%w: %d bytes, the tree's ValueSize is %d", index.ErrValueTooLarge, len(value), t.g.valueSize)
 	}
-	s, err := t.session(ctx)
+	s, err := t.session()
 	if err != nil {
 		return err
 	}
 	defer t.release(s)
 	if t.rdwc != nil {
-		return t.rdwc.Write(ctx, s.c, key, value, func(w *rdwc.Window) error { return s.put(key, w.Value) })
+		return t.rdwc.Write(ctx, s.c, key, value, s.putInWindow)
 	}
-	return s.put(key, func() []byte { return value })
+	return s.put(ctx, key, func() []byte { return value })
+}
+
+// putInWindow is Put's write run by rdwc (Options.RDWC): it publishes the
+// latest value combined into the window, taken right before the WRITE.
+func (s *session) putInWindow(ctx context.Context, w *rdwc.Window) error {
+	return s.put(ctx, w.Key(), w.Value)
 }
 
 // lockedLeaf is a leaf read under its lock.
@@ -56,27 +62,27 @@ type lockedLeaf struct {
 
 // lockLeaf locks and reads the leaf covering key, moving right (and
 // dropping a stale cache entry) as needed. The caller must unlock it.
-func (s *session) lockLeaf(key []byte) (lockedLeaf, error) {
-	loc, err := s.locate(key)
+func (s *session) lockLeaf(ctx context.Context, key []byte) (lockedLeaf, error) {
+	loc, err := s.locate(ctx, key)
 	if err != nil {
 		return lockedLeaf{}, err
 	}
 	a, e := loc.leaf, loc.e
 	for hops := 0; ; hops++ {
-		h, err := s.lock(a)
+		h, err := s.lock(ctx, a)
 		if err != nil {
 			return lockedLeaf{}, err
 		}
-		p, err := s.read(a, 0, s.buf[0])
+		p, err := s.read(ctx, a, 0, s.buf[0])
 		if err != nil {
-			return lockedLeaf{}, errors.Join(err, s.unlock(h))
+			return lockedLeaf{}, errors.Join(err, s.unlock(ctx, h))
 		}
 		switch p.covers(key) {
 		case 0:
 			return lockedLeaf{addr: a, h: h, p: p, parent: loc.parent}, nil
 		case 1:
 			next := p.sibling()
-			if err := s.unlock(h); err != nil {
+			if err := s.unlock(ctx, h); err != nil {
 				return lockedLeaf{}, err
 			}
 			s.dropCached(e)
@@ -85,7 +91,7 @@ func (s *session) lockLeaf(key []byte) (lockedLeaf, error) {
 				return lockedLeaf{}, corrupt("leaf chain broken at %v", a)
 			}
 		case -1:
-			if err := s.unlock(h); err != nil {
+			if err := s.unlock(ctx, h); err != nil {
 				return lockedLeaf{}, err
 			}
 			if e == nil {
@@ -95,7 +101,7 @@ func (s *session) lockLeaf(key []byte) (lockedLeaf, error) {
 			if err := s.retry("stale cache entry", a); err != nil {
 				return lockedLeaf{}, err
 			}
-			if loc, err = s.locate(key); err != nil {
+			if loc, err = s.locate(ctx, key); err != nil {
 				return lockedLeaf{}, err
 			}
 			a, e = loc.leaf, loc.e
@@ -106,16 +112,16 @@ func (s *session) lockLeaf(key []byte) (lockedLeaf, error) {
 // put is the body of Put. It takes the value to write from value() once the
 // leaf is locked and read, immediately before the WRITE that publishes it
 // (with RDWC, the latest value combined meanwhile).
-func (s *session) put(key []byte, value func() []byte) error {
-	l, err := s.lockLeaf(key)
+func (s *session) put(ctx context.Context, key []byte, value func() []byte) error {
+	l, err := s.lockLeaf(ctx, key)
 	if err != nil {
 		return err
 	}
-	return s.putLocked(l, key, value())
+	return s.putLocked(ctx, l, key, value())
 }
 
 // putLocked writes key → value into the locked leaf l and unlocks it.
-func (s *session) putLocked(l lockedLeaf, key, value []byte) error {
+func (s *session) putLocked(ctx context.Context, l lockedLeaf, key, value []byte) error {
 	g := &s.t.g
 	slot, free := l.p.findLeaf(key)
 	if slot < 0 {
@@ -124,16 +130,16 @@ func (s *session) putLocked(l lockedLeaf, key, value []byte) error {
 	if slot >= 0 {
 		e := s.buf[1][:g.leafEntry]
 		g.putEntry(e, l.p.version(), key, value)
-		return s.unlock(l.h, remote.Write(l.addr.Add(uint64(g.entryOffset(slot))), e))
+		return s.unlock(ctx, l.h, remote.Write(l.addr.Add(uint64(g.entryOffset(slot))), e))
 	}
-	return s.splitLeaf(l, key, value)
+	return s.splitLeaf(ctx, l, key, value)
 }
 
 // splitLeaf splits the full locked leaf l while inserting key: the sorted
 // upper half moves to a new right sibling, written first; then the leaf is
 // rewritten with the lower half, the separator as high fence and the new
 // sibling, together with the unlock; last the separator goes to the parent.
-func (s *session) splitLeaf(l lockedLeaf, key, value []byte) error {
+func (s *session) splitLeaf(ctx context.Context, l lockedLeaf, key, value []byte) error {
 	g := &s.t.g
 	p := l.p
 	kvs := make([]kv, 0, g.leafSpan+1)
@@ -147,20 +153,20 @@ func (s *session) splitLeaf(l lockedLeaf, key, value []byte) error {
 	m := len(kvs) / 2
 	sepKey := bytes.Clone(kvs[m].key)
 
-	right, err := s.alloc()
+	right, err := s.alloc(ctx)
 	if err != nil {
-		return errors.Join(err, s.unlock(l.h))
+		return errors.Join(err, s.unlock(ctx, l.h))
 	}
 	rh := header{version: 1, sibling: p.sibling(), low: sepKey, high: p.high(), highInf: p.highInf()}
 	g.encodeLeaf(s.buf[1], &rh, kvs[m:])
-	if err := s.c.Write(context.WithoutCancel(s.ctx), right, s.buf[1][:g.leafBytes]); err != nil {
-		return errors.Join(err, s.unlock(l.h))
+	if err := s.c.Write(context.WithoutCancel(ctx), right, s.buf[1][:g.leafBytes]); err != nil {
+		return errors.Join(err, s.unlock(ctx, l.h))
 	}
 	lh := p.headerOf()
 	lh.version++
 	lh.sibling, lh.high, lh.highInf = right, sepKey, false
 	g.encodeLeaf(s.buf[2], &lh, kvs[:m])
-	if err := s.unlock(l.h, remote.Write(l.addr, s.buf[2][:g.leafBytes])); err != nil {
+	if err := s.unlock(ctx, l.h, remote.Write(l.addr, s.buf[2][:g.leafBytes])); err != nil {
 		return err
 	}
 	s.t.stats.leafSplits.Add(1)
@@ -169,9 +175,9 @@ func (s *session) splitLeaf(l lockedLeaf, key, value []byte) error {
 	// fails anyway (out of memory, retry budget, pool closed), the new leaf
 	// stays reachable through its left sibling and the Put has succeeded:
 	// only a broken tree is reported.
-	s.ctx = context.WithoutCancel(s.ctx)
-	if err := s.insertSep(1, sepKey, right, l.parent); err != nil {
-		if errors.Is(err, smart.ErrCorrupt) {
+	ctx = context.WithoutCancel(ctx)
+	if err := s.insertSep(ctx, 1, sepKey, right, l.parent); err != nil {
+		if errors.Is(err, index.ErrCorrupt) {
 			return err
 		}
 		s.t.stats.unlinked.Add(1)
@@ -183,16 +189,16 @@ func (s *session) splitLeaf(l lockedLeaf, key, value []byte) error {
 // level that covers key, splitting pages and growing the root as needed.
 // hint is a page at that level whose low fence is at most key (0: descend
 // from the root).
-func (s *session) insertSep(level int, key []byte, child, hint remote.Addr) error {
+func (s *session) insertSep(ctx context.Context, level int, key []byte, child, hint remote.Addr) error {
 	g := &s.t.g
 	for {
 		a := hint
 		hint = 0
 		if a == 0 {
 			var err error
-			a, _, err = s.descend(key, level)
+			a, _, err = s.descend(ctx, key, level)
 			if errors.Is(err, errNoLevel) {
-				grown, err := s.growRoot(level, key, child)
+				grown, err := s.growRoot(ctx, level, key, child)
 				if err != nil || grown {
 					return err
 				}
@@ -205,14 +211,14 @@ func (s *session) insertSep(level int, key []byte, child, hint remote.Addr) erro
 				return err
 			}
 		}
-		h, p, err := s.lockInner(a, level, key)
+		h, p, err := s.lockInner(ctx, a, level, key)
 		if err != nil {
 			return err
 		}
 		a = h.addr
 		i := p.search(key)
 		if i > 0 && bytes.Equal(p.innerKey(i-1), key) {
-			err := s.unlock(h.held)
+			err := s.unlock(ctx, h.held)
 			if p.innerChild(i-1) != child {
 				return errors.Join(err, corrupt("separator %x at level %d already routes to %v, not %v",
 					key, level, p.innerChild(i-1), child))
@@ -225,26 +231,26 @@ func (s *session) insertSep(level int, key []byte, child, hint remote.Addr) erro
 			hd.version++
 			g.encodeInner(s.buf[1], &hd, seps)
 			n := g.hdr + len(seps)*g.innerEntry
-			return s.unlock(h.held, remote.Write(a, s.buf[1][:n]))
+			return s.unlock(ctx, h.held, remote.Write(a, s.buf[1][:n]))
 		}
 		// Split: the middle separator moves up; its child becomes the new
 		// page's leftmost child.
 		m := len(seps) / 2
 		up := seps[m]
-		right, err := s.alloc()
+		right, err := s.alloc(ctx)
 		if err != nil {
-			return errors.Join(err, s.unlock(h.held))
+			return errors.Join(err, s.unlock(ctx, h.held))
 		}
 		rh := header{version: 1, level: level, sibling: hd.sibling, leftmost: up.child,
 			low: up.key, high: hd.high, highInf: hd.highInf}
 		g.encodeInner(s.buf[1], &rh, seps[m+1:])
-		if err := s.c.Write(context.WithoutCancel(s.ctx), right, s.buf[1][:g.innerBytes]); err != nil {
-			return errors.Join(err, s.unlock(h.held))
+		if err := s.c.Write(context.WithoutCancel(ctx), right, s.buf[1][:g.innerBytes]); err != nil {
+			return errors.Join(err, s.unlock(ctx, h.held))
 		}
 		hd.version++
 		hd.sibling, hd.high, hd.highInf = right, up.key, false
 		g.encodeInner(s.buf[2], &hd, seps[:m])
-		if err := s.unlock(h.held, remote.Write(a, s.buf[2][:g.innerBytes])); err != nil {
+		if err := s.unlock(ctx, h.held, remote.Write(a, s.buf[2][:g.innerBytes])); err != nil {
 			return err
 		}
 		s.t.stats.innerSplits.Add(1)
@@ -260,25 +266,25 @@ type lockedInner struct {
 
 // lockInner locks and reads the internal page at level covering key,
 // starting at a and moving right. The page is in s.buf[0].
-func (s *session) lockInner(a remote.Addr, level int, key []byte) (lockedInner, page, error) {
+func (s *session) lockInner(ctx context.Context, a remote.Addr, level int, key []byte) (lockedInner, page, error) {
 	for hops := 0; ; hops++ {
-		h, err := s.lock(a)
+		h, err := s.lock(ctx, a)
 		if err != nil {
 			return lockedInner{}, page{}, err
 		}
-		p, err := s.read(a, level, s.buf[0])
+		p, err := s.read(ctx, a, level, s.buf[0])
 		if err != nil {
-			return lockedInner{}, page{}, errors.Join(err, s.unlock(h))
+			return lockedInner{}, page{}, errors.Join(err, s.unlock(ctx, h))
 		}
 		switch p.covers(key) {
 		case 0:
 			return lockedInner{h, a}, p, nil
 		case -1:
-			return lockedInner{}, page{}, errors.Join(s.unlock(h),
+			return lockedInner{}, page{}, errors.Join(s.unlock(ctx, h),
 				corrupt("page %v at level %d is right of separator %x", a, level, key))
 		}
 		next := p.sibling()
-		if err := s.unlock(h); err != nil {
+		if err := s.unlock(ctx, h); err != nil {
 			return lockedInner{}, page{}, err
 		}
 		if a = next; a == 0 || hops > 1<<20 {
@@ -294,13 +300,13 @@ func (s *session) lockInner(a remote.Addr, level int, key []byte) (lockedInner, 
 // reports false if the root had grown already or the CAS lost a race; the
 // caller then inserts the separator normally. Any splitter may grow the
 // root, so concurrent splits of a small tree need not wait for each other.
-func (s *session) growRoot(level int, key []byte, child remote.Addr) (bool, error) {
+func (s *session) growRoot(ctx context.Context, level int, key []byte, child remote.Addr) (bool, error) {
 	g := &s.t.g
-	old, err := s.refreshRoot()
+	old, err := s.refreshRoot(ctx)
 	if err != nil {
 		return false, err
 	}
-	p, err := s.read(old, -1, s.buf[0])
+	p, err := s.read(ctx, old, -1, s.buf[0])
 	if err != nil {
 		return false, err
 	}
@@ -310,13 +316,13 @@ func (s *session) growRoot(level int, key []byte, child remote.Addr) (bool, erro
 	case lv < level-1:
 		return false, corrupt("root %v at level %d while level %d splits", old, lv, level-1)
 	}
-	root, err := s.alloc()
+	root, err := s.alloc(ctx)
 	if err != nil {
 		return false, err
 	}
 	h := header{version: 1, level: level, leftmost: old, highInf: true}
 	g.encodeInner(s.buf[1], &h, []sep{{key, child}})
-	ctx := context.WithoutCancel(s.ctx)
+	ctx = context.WithoutCancel(ctx)
 	if err := s.c.Write(ctx, root, s.buf[1][:g.innerBytes]); err != nil {
 		return false, err
 	}

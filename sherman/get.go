@@ -15,23 +15,28 @@ func (t *Tree) Get(ctx context.Context, key []byte) (_ []byte, _ bool, err error
 	if err := t.checkKey(key); err != nil {
 		return nil, false, err
 	}
-	s, err := t.session(ctx)
+	s, err := t.session()
 	if err != nil {
 		return nil, false, err
 	}
 	defer t.release(s)
 	if t.rdwc != nil {
-		return t.rdwc.Read(ctx, s.c, key, func(w *rdwc.Window) ([]byte, bool, error) {
-			w.Seal() // the search linearizes at its next verbs (the leaf READ)
-			return s.get(key)
-		})
+		return t.rdwc.Read(ctx, s.c, key, s.getInWindow)
 	}
-	return s.get(key)
+	return s.get(ctx, key)
+}
+
+// getInWindow is Get's search run by rdwc (Options.RDWC). It seals the
+// window at once: the search linearizes at its next verbs (the leaf READ),
+// and Sherman has no earlier verb whose result could be shared.
+func (s *session) getInWindow(ctx context.Context, w *rdwc.Window) ([]byte, bool, error) {
+	w.Seal()
+	return s.get(ctx, w.Key())
 }
 
 // get is the body of Get.
-func (s *session) get(key []byte) ([]byte, bool, error) {
-	p, err := s.readLeaf(key)
+func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
+	p, err := s.readLeaf(ctx, key)
 	if err != nil {
 		return nil, false, err
 	}
@@ -45,13 +50,13 @@ func (s *session) get(key []byte) ([]byte, bool, error) {
 // read reads the page at a into buf and returns it once valid, re-reading a
 // torn page within the retry budget. level is the page's expected level, or
 // -1 if unknown (then a whole allocation unit is read).
-func (s *session) read(a remote.Addr, level int, buf []byte) (page, error) {
+func (s *session) read(ctx context.Context, a remote.Addr, level int, buf []byte) (page, error) {
 	if a == 0 {
 		return page{}, corrupt("nil page pointer")
 	}
 	b := buf[:s.t.g.bytesFor(level)]
 	for attempt := 0; ; attempt++ {
-		if err := s.c.Read(s.ctx, a, b); err != nil {
+		if err := s.c.Read(ctx, a, b); err != nil {
 			return page{}, err
 		}
 		p := page{&s.t.g, b}
@@ -79,7 +84,7 @@ type located struct {
 
 // locate finds the leaf that should hold key: from the index cache if a
 // cached level-1 page covers key, else by a descent from the root.
-func (s *session) locate(key []byte) (located, error) {
+func (s *session) locate(ctx context.Context, key []byte) (located, error) {
 	if c := s.t.cache; c != nil {
 		if leaf, e := c.lookup(key); e != nil {
 			s.t.stats.cacheHits.Add(1)
@@ -87,7 +92,7 @@ func (s *session) locate(key []byte) (located, error) {
 		}
 		s.t.stats.cacheMisses.Add(1)
 	}
-	leaf, p, err := s.descend(key, 0)
+	leaf, p, err := s.descend(ctx, key, 0)
 	return located{leaf: leaf, parent: s.path[1], p: p}, err
 }
 
@@ -99,20 +104,20 @@ func (s *session) locate(key []byte) (located, error) {
 // s.path and adds the level-1 pages it read to the index cache. A cached root
 // that turns out stale (it has a sibling or is below level to) is refreshed
 // from the root pointer once; errNoLevel reports a tree lower than to.
-func (s *session) descend(key []byte, to int) (remote.Addr, page, error) {
+func (s *session) descend(ctx context.Context, key []byte, to int) (remote.Addr, page, error) {
 	t := s.t
 	r := t.root.Load()
 	a, level := r.addr, r.level
 	atRoot, refreshed := true, false
 	for hops := 0; ; hops++ {
-		p, err := s.read(a, level, s.buf[0])
+		p, err := s.read(ctx, a, level, s.buf[0])
 		if err != nil {
 			return 0, page{}, err
 		}
 		if atRoot {
 			lv := p.level()
 			if (p.sibling() != 0 || !p.highInf() || lv < to) && !refreshed {
-				if a, err = s.refreshRoot(); err != nil {
+				if a, err = s.refreshRoot(ctx); err != nil {
 					return 0, page{}, err
 				}
 				level, refreshed = -1, true
@@ -153,9 +158,9 @@ func (s *session) descend(key []byte, to int) (remote.Addr, page, error) {
 }
 
 // refreshRoot reads the root pointer and caches it with an unknown level.
-func (s *session) refreshRoot() (remote.Addr, error) {
+func (s *session) refreshRoot(ctx context.Context) (remote.Addr, error) {
 	var w [8]byte
-	if err := s.c.Read(s.ctx, s.t.meta.Add(offMetaRoot), w[:]); err != nil {
+	if err := s.c.Read(ctx, s.t.meta.Add(offMetaRoot), w[:]); err != nil {
 		return 0, err
 	}
 	a := remote.Addr(le.Uint64(w[:]))
@@ -168,15 +173,15 @@ func (s *session) refreshRoot() (remote.Addr, error) {
 
 // readLeaf reads the leaf covering key into s.buf[0], starting from the
 // index cache and moving right as needed.
-func (s *session) readLeaf(key []byte) (page, error) {
-	loc, err := s.locate(key)
+func (s *session) readLeaf(ctx context.Context, key []byte) (page, error) {
+	loc, err := s.locate(ctx, key)
 	if err != nil {
 		return page{}, err
 	}
 	a, e, p := loc.leaf, loc.e, loc.p
 	for hops := 0; ; hops++ {
 		if p.b == nil {
-			if p, err = s.read(a, 0, s.buf[0]); err != nil {
+			if p, err = s.read(ctx, a, 0, s.buf[0]); err != nil {
 				return page{}, err
 			}
 		}
@@ -197,7 +202,7 @@ func (s *session) readLeaf(key []byte) (page, error) {
 			if err := s.retry("stale cache entry", a); err != nil {
 				return page{}, err
 			}
-			if loc, err = s.locate(key); err != nil {
+			if loc, err = s.locate(ctx, key); err != nil {
 				return page{}, err
 			}
 			a, e = loc.leaf, loc.e

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dmindex/dmindex/ycsb"
+)
+
+// describeSetup prints what a comparison runs: records, operations and
+// warm-up per run, the cluster, the keys and values, and the transport,
+// so that no figure is printed without its setup.
+func (o *options) describeSetup(w io.Writer, ws []ycsb.Workload, clients []int) {
+	var names []string
+	for _, wl := range ws {
+		names = append(names, wl.Name)
+	}
+	warm := "the default warm-up (--records × --cns)"
+	switch {
+	case o.warmup < 0:
+		warm = "no warm-up"
+	case o.warmup > 0:
+		warm = fmt.Sprintf("%d warm-up operations", o.warmup)
+	case o.records > 0:
+		warm = fmt.Sprintf("%d warm-up operations", ycsb.DefaultWarmup(o.records, o.cns))
+	}
+	var cl []string
+	for _, c := range clients {
+		cl = append(cl, fmt.Sprint(c))
+	}
+	keys := "8-byte integer keys"
+	if o.keys == "email" {
+		keys = "e-mail keys (at most 32 bytes)"
+	}
+	fmt.Fprintf(w, "setup: YCSB %s, %d records of %s and %d-byte values (Zipfian θ %.2f where the workload is skewed)\n",
+		strings.Join(names, ", "), o.records, keys, o.valueSize, o.zipf)
+	fmt.Fprintf(w, "       per run: load, %s (not measured), then %d measured operations\n", warm, o.ops)
+	fmt.Fprintf(w, "       %d memory nodes × %d compute nodes × {%s} clients per compute node, %.0f MiB cache per compute node\n",
+		o.mns, o.cns, strings.Join(cl, ", "), o.cacheMB)
+	if o.mode == "sim" {
+		fmt.Fprintf(w, "       simulated RNICs (%s profile, %s ordering): times are virtual, exact and repeatable, not this machine's\n",
+			o.nic, o.ordering)
+	} else {
+		fmt.Fprintf(w, "       mode %s: times are this machine's wall clock\n", o.mode)
+	}
+	fmt.Fprintln(w)
+}
+
+// legend explains the table's columns and, when the table shows the paper's
+// ratios, how its setup differs from the paper's.
+func (o *options) legend(w io.Writer, paper bool) {
+	fmt.Fprint(w, `
+columns: Mops/s = million operations per second; p50/p99 µs = latency percentiles; rtt/op = round
+  trips (signaled doorbell batches) per operation; verbs/op = one-sided READ/WRITE/CAS/FAA per
+  operation; read/write B/op = bytes moved per operation; cache hit = share of Get/Put/Delete that
+  reached their leaf without reading an internal node; MN iops / MN bw = the busiest memory node's
+  NIC verb rate and bandwidth as shares of their limits (near 100%: the memory nodes saturate, the
+  ratio is the system's); errors = failed operations.
+ratio = peak throughput over the client counts, first index over the other.
+`)
+	if !paper {
+		return
+	}
+	fmt.Fprintf(w, `paper = SMART/Sherman in the SMART paper (Fig. 4.10, integer keys), measured with 60 M records
+  and 60 M operations, 2 memory nodes and 16 compute nodes with up to 56 clients each (896), 8-byte
+  values, on ConnectX-6 NICs. This run: %d records, %d operations, %d memory nodes × %d compute nodes,
+  a simulated ConnectX-6. Smaller trees cache better and load the NICs differently, so the ratios
+  need not match; docs/results has the comparison at larger scales.
+`, o.records, o.ops, o.mns, o.cns)
+}

@@ -1,0 +1,46 @@
+package index
+
+import (
+	"context"
+	"iter"
+)
+
+// KV is one key-value pair returned by a scan. Both slices belong to the
+// caller.
+type KV struct{ Key, Value []byte }
+
+// Index is an ordered key-value index on disaggregated memory. Every index
+// of this module (SMART, Sherman) implements it. An Index is opened on one
+// compute node and is safe for concurrent use by many goroutines of that
+// node; indexes opened on different compute nodes over the same pool and
+// name see one structure.
+//
+// Keys are non-empty byte strings compared bytewise; values may be empty
+// (see the package documentation for each index's limits). Returned slices
+// belong to the caller. Errors wrap the sentinels of this package or those
+// of package remote (remote.ErrOutOfMemory, remote.ErrClosed) and a
+// cancelled context's error; test them with errors.Is. A failed call leaves
+// the index unchanged or fully applied, never half-applied.
+type Index interface {
+	// Get returns the value stored under key.
+	Get(ctx context.Context, key []byte) (value []byte, found bool, err error)
+	// Put inserts key or replaces its value.
+	Put(ctx context.Context, key, value []byte) error
+	// Delete removes key and reports whether it was present.
+	Delete(ctx context.Context, key []byte) (found bool, err error)
+	// Scan yields the pairs with lo <= key < hi in ascending key order (nil
+	// hi: no upper bound). It fetches incrementally: stopping early does not
+	// read the rest of the range. A pair present for the whole scan is
+	// yielded exactly once; pairs inserted or deleted during the scan may or
+	// may not be. On error the sequence yields (KV{}, err) once and stops.
+	Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error]
+	// ReverseScan yields the pairs with lo <= key < hi in descending key
+	// order (nil hi: no upper bound), with Scan's guarantees: incremental,
+	// a pair present for the whole scan yielded exactly once, and an error
+	// yielded once as (KV{}, err). Its cost differs by index (see each
+	// index's documentation).
+	ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error]
+	// Close releases the index's compute-node state. Later calls return
+	// ErrClosed. The remote structure stays for other compute nodes.
+	Close() error
+}

@@ -1,0 +1,154 @@
+package indextest
+
+import (
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// BenchKeys is the number of keys the benchmark battery loads.
+const BenchKeys = 100_000
+
+// Bench runs the module's benchmark battery against tg, one client in local
+// mode on an index of BenchKeys random 8-byte keys with 8-byte values and a
+// warm cache: Get, Update (Put of an existing key), Insert (Put of a new
+// key), Delete (of a present key; it is put back untimed), Scan100 and
+// ReverseScan100 (the first 100 pairs from a random key up, or down). Each
+// reports, besides time, rtt/op, verbs/op, read-B/op and write-B/op from
+// the compute node's remote.Stats, which do not depend on the machine. The
+// sub-benchmark names are the same for every index, so that benchstat can
+// compare two packages' results:
+//
+//	go test -run XXX -bench Battery -count 6 ./smart > smart.txt
+//	go test -run XXX -bench Battery -count 6 ./sherman > sherman.txt
+//	benchstat smart.txt sherman.txt
+func Bench(b *testing.B, tg Target) {
+	checkTarget(b, tg)
+	b.Run("Get", func(b *testing.B) {
+		bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+			if _, ok, err := x.idx.Get(ctx, x.key(r.IntN(BenchKeys))); err != nil || !ok {
+				b.Fatal(ok, err)
+			}
+		})
+	})
+	b.Run("Update", func(b *testing.B) {
+		bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+			if err := x.idx.Put(ctx, x.key(r.IntN(BenchKeys)), x.value(r.Uint64())); err != nil {
+				b.Fatal(err)
+			}
+		})
+	})
+	b.Run("Insert", func(b *testing.B) {
+		next := BenchKeys
+		bench(b, tg, func(ctx context.Context, x *benchIndex, _ *rand.Rand) {
+			if err := x.idx.Put(ctx, x.key(next), x.value(uint64(next))); err != nil {
+				b.Fatal(err)
+			}
+			next++
+		})
+	})
+	b.Run("Delete", func(b *testing.B) {
+		bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+			i := r.IntN(BenchKeys)
+			if found, err := x.idx.Delete(ctx, x.key(i)); err != nil || !found {
+				b.Fatal(found, err)
+			}
+			x.untimed(b, func() {
+				if err := x.idx.Put(ctx, x.key(i), x.value(uint64(i))); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	})
+	for _, rev := range []bool{false, true} {
+		name := "Scan100"
+		if rev {
+			name = "ReverseScan100"
+		}
+		b.Run(name, func(b *testing.B) {
+			bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+				k := x.key(r.IntN(BenchKeys))
+				seq := x.idx.Scan(ctx, k, nil)
+				if rev {
+					seq = x.idx.ReverseScan(ctx, nil, k)
+				}
+				n := 0
+				for _, err := range seq {
+					if err != nil {
+						b.Fatal(err)
+					}
+					if n++; n == 100 {
+						break
+					}
+				}
+			})
+		})
+	}
+}
+
+// benchIndex is the index under benchmark and its compute node.
+type benchIndex struct {
+	tg      Target
+	idx     index.Index
+	cn      *remote.ComputeNode
+	skipped remote.Stats // I/O of untimed work, not reported
+}
+
+// key returns the 8-byte key number i (a pseudo-random permutation, so that
+// keys spread over the whole tree), fitted to the target.
+func (x *benchIndex) key(i int) []byte {
+	return x.tg.fitKey(binary.BigEndian.AppendUint64(nil, mix64(uint64(i)+1)))
+}
+
+func (x *benchIndex) value(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
+
+// untimed runs fn with the timer stopped and its I/O left out.
+func (x *benchIndex) untimed(b *testing.B, fn func()) {
+	b.StopTimer()
+	before := x.cn.Stats()
+	fn()
+	x.skipped = x.skipped.Add(x.cn.Stats().Sub(before))
+	b.StartTimer()
+}
+
+// bench loads a fresh index, warms it with one Get per key, and times op.
+func bench(b *testing.B, tg Target, op func(context.Context, *benchIndex, *rand.Rand)) {
+	ctx := context.Background()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 30})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { p.Close() })
+	x := &benchIndex{tg: tg, cn: p.NewComputeNode()}
+	if x.idx, err = tg.Open(x.cn, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { x.idx.Close() })
+	for i := range BenchKeys {
+		if err := x.idx.Put(ctx, x.key(i), x.value(uint64(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range BenchKeys {
+		if _, _, err := x.idx.Get(ctx, x.key(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	before := x.cn.Stats()
+	n := 0
+	for b.Loop() {
+		op(ctx, x, r)
+		n++
+	}
+	d := x.cn.Stats().Sub(before).Sub(x.skipped)
+	ops := float64(n)
+	b.ReportMetric(float64(d.RoundTrips)/ops, "rtt/op")
+	b.ReportMetric(float64(d.Verbs())/ops, "verbs/op")
+	b.ReportMetric(float64(d.ReadBytes)/ops, "read-B/op")
+	b.ReportMetric(float64(d.WriteBytes)/ops, "write-B/op")
+}

@@ -1,0 +1,61 @@
+package registry
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Watch is a waiter's record of the holder of one lock, kept across the
+// waiter's retries. The zero value is ready.
+type Watch struct {
+	word   uint64 // the lock word judged
+	owner  uint64 // the holder's block owner word when first seen
+	hb     uint64 // its heartbeat then
+	client uint64 // its client word then
+	since  time.Duration
+	set    bool
+}
+
+// Dead judges the holder of a lock whose word is word (a Tag, possibly with
+// other flag bits), for a waiter that has already retried the lock for a
+// while. It reports true at once if the tag's client slot was closed, taken
+// by a new incarnation or marked dead, or its block released; and true if
+// the same word has been seen, and the holder's block heartbeat has not
+// moved, for a Lease on c's clock. A changed word or a moving heartbeat
+// restarts the watch. The first call for a word costs one round trip; later
+// calls cost none until the Lease has passed. A word that is not a tag is
+// never judged dead.
+func (n *Node) Dead(ctx context.Context, c *remote.Client, w *Watch, word uint64) (bool, error) {
+	if !IsTag(word) {
+		return false, nil
+	}
+	b, k, inc := parseTag(word)
+	if b >= n.opts.Blocks || k >= n.opts.Clients {
+		return false, fmt.Errorf("registry: lock word %#x names client %d of block %d (registry has %d blocks of %d)",
+			word, k, b, n.opts.Blocks, n.opts.Clients)
+	}
+	now := c.Now()
+	if w.set && w.word == word && now-w.since < n.opts.Lease {
+		return false, nil
+	}
+	var hdr [16]byte
+	var cw [8]byte
+	if err := c.Do(ctx, []remote.Op{remote.Read(n.blockAddr(b), hdr[:]), remote.Read(n.clientAddr(b, k), cw[:])}); err != nil {
+		return false, fmt.Errorf("registry: %w", err)
+	}
+	owner := binary.LittleEndian.Uint64(hdr[:])
+	hb := binary.LittleEndian.Uint64(hdr[hbOff:])
+	client := binary.LittleEndian.Uint64(cw[:])
+	if owner&1 == 0 || client&3 != stateLive || (client>>2)&incMask != inc {
+		return true, nil
+	}
+	if w.set && w.word == word && w.owner == owner && w.hb == hb && w.client == client {
+		return true, nil
+	}
+	*w = Watch{word: word, owner: owner, hb: hb, client: client, since: now, set: true}
+	return false, nil
+}

@@ -1,0 +1,151 @@
+package registry
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Member is one registered client: its slot, incarnation and lock tag, and
+// its epoch pin. A Member is used by one goroutine at a time, like the
+// remote.Client it stands for.
+type Member struct {
+	n   *Node
+	blk *block
+	k   int
+	inc uint64
+	tag uint64
+	pin atomic.Uint64 // pinned epoch + 1; 0 when not pinned
+}
+
+// Register gives c a client slot of the node (claiming another block if
+// every slot is taken) in a new incarnation, and marks it live.
+func (n *Node) Register(ctx context.Context, c *remote.Client) (*Member, error) {
+	for {
+		n.mu.Lock()
+		if n.closed {
+			n.mu.Unlock()
+			return nil, ErrClosed
+		}
+		blk, k := n.freeSlot()
+		if blk == nil {
+			n.mu.Unlock()
+			if _, err := n.claim(ctx, c); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		blk.used[k] = true
+		blk.incs[k]++
+		m := &Member{n: n, blk: blk, k: k, inc: blk.incs[k]}
+		m.tag = tag(blk.idx, k, m.inc)
+		n.mu.Unlock()
+		if err := m.writeState(ctx, c, stateLive); err != nil {
+			n.mu.Lock()
+			blk.used[k] = false
+			n.mu.Unlock()
+			return nil, err
+		}
+		n.mu.Lock()
+		n.members = append(n.members, m)
+		n.mu.Unlock()
+		return m, nil
+	}
+}
+
+// freeSlot returns a block and slot not in use, or nil. Called with mu held.
+func (n *Node) freeSlot() (*block, int) {
+	for _, b := range n.blocks {
+		for k, used := range b.used {
+			if !used {
+				return b, k
+			}
+		}
+	}
+	return nil, 0
+}
+
+// Tag returns the member's lock tag: bit 62 set, and the block, slot and
+// incarnation that Node.Dead reads to judge the holder of a lock.
+func (m *Member) Tag() uint64 { return m.tag }
+
+// Close marks the member's slot free; its tag names nobody afterwards. A
+// lock still holding the tag is judged dead at once.
+func (m *Member) Close(ctx context.Context, c *remote.Client) error {
+	err := m.writeState(ctx, c, stateFree)
+	n := m.n
+	n.mu.Lock()
+	m.blk.used[m.k] = false
+	for i, o := range n.members {
+		if o == m {
+			n.members = append(n.members[:i], n.members[i+1:]...)
+			break
+		}
+	}
+	n.mu.Unlock()
+	return err
+}
+
+func (m *Member) writeState(ctx context.Context, c *remote.Client, state uint64) error {
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], m.inc<<2|state)
+	if err := c.Write(ctx, m.n.clientAddr(m.blk.idx, m.k), w[:]); err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	return nil
+}
+
+// Touch advances the node's heartbeat if Interval has passed since the last
+// one, with an unsignaled WRITE of each of its blocks' heartbeat and
+// published epoch (no round trip). A member calls it when an operation
+// starts and at least every Interval while it waits holding a lock.
+//
+// If more than Lease/2 passed since the last heartbeat, other nodes may
+// have judged this node dead (on their clocks, after a Lease) and taken its
+// locks over; Touch then sends the heartbeat signaled, refreshes the node's
+// epoch from the global one in the same batch, and returns stale = true:
+// the caller must not write under a lock it took before without checking
+// that it still holds it.
+func (m *Member) Touch(ctx context.Context, c *remote.Client) (stale bool, err error) {
+	n := m.n
+	now := c.Now()
+	n.mu.Lock()
+	since := now - n.lastBeat
+	if since < n.opts.Interval {
+		n.mu.Unlock()
+		return false, nil
+	}
+	n.lastBeat = now
+	n.beats++
+	beat := n.beatBytes()
+	ops := make([]remote.Op, 0, len(n.blocks)+1)
+	for _, b := range n.blocks {
+		ops = append(ops, remote.Write(n.blockAddr(b.idx).Add(hbOff), beat))
+	}
+	n.mu.Unlock()
+	if since < n.opts.Lease/2 {
+		if err := c.Post(ctx, ops); err != nil {
+			return false, fmt.Errorf("registry: %w", err)
+		}
+		return false, nil
+	}
+	var e [8]byte
+	ops = append(ops, remote.Read(n.region.Add(epochOff), e[:]))
+	if err := c.Do(ctx, ops); err != nil {
+		return true, fmt.Errorf("registry: %w", err)
+	}
+	n.raiseEpoch(binary.LittleEndian.Uint64(e[:]))
+	return true, nil
+}
+
+// beatBytes returns the next heartbeat record: the counter and the epoch
+// the node publishes. Called with mu held.
+func (n *Node) beatBytes() []byte {
+	b := make([]byte, 16)
+	binary.LittleEndian.PutUint64(b, n.beats)
+	binary.LittleEndian.PutUint64(b[8:], n.published())
+	return b
+}

@@ -1,0 +1,218 @@
+package registry
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Errors of the registry.
+var (
+	// ErrFull: every block of the registry is claimed by a live compute
+	// node, or a block has no free client slot left and none can be claimed.
+	ErrFull = errors.New("registry: full")
+	// ErrMismatch: the pool's registry was created with another geometry.
+	ErrMismatch = errors.New("registry: geometry mismatch")
+	// ErrClosed: the node or member was closed.
+	ErrClosed = errors.New("registry: closed")
+)
+
+// Options configure a registry. The zero value works.
+type Options struct {
+	// Blocks is the number of blocks (compute nodes at once), 256 if zero;
+	// at most 65536. Every compute node of a pool must agree.
+	Blocks int
+	// Clients is the number of client slots per block, 32 if zero; at most
+	// 256. A compute node with more clients claims more blocks.
+	Clients int
+	// Lease is how long a block's heartbeat must stand still, on the
+	// observer's clock, before its clients are judged dead; 100 ms if zero.
+	Lease time.Duration
+	// Interval is the least time between two heartbeats of a compute node;
+	// Lease/10 if zero.
+	Interval time.Duration
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Blocks == 0 {
+		o.Blocks = 256
+	}
+	if o.Clients == 0 {
+		o.Clients = 32
+	}
+	if o.Lease == 0 {
+		o.Lease = 100 * time.Millisecond
+	}
+	if o.Interval == 0 {
+		o.Interval = o.Lease / 10
+	}
+	switch {
+	case o.Blocks < 0 || o.Blocks > maxBlocks:
+		return o, fmt.Errorf("registry: Blocks %d outside 1..%d", o.Blocks, maxBlocks)
+	case o.Clients < 0 || o.Clients > maxClients:
+		return o, fmt.Errorf("registry: Clients %d outside 1..%d", o.Clients, maxClients)
+	case o.Lease < 0 || o.Interval < 0 || o.Interval >= o.Lease:
+		return o, fmt.Errorf("registry: Interval %v and Lease %v: want 0 < Interval < Lease", o.Interval, o.Lease)
+	}
+	return o, nil
+}
+
+// Node is one compute node's membership: the blocks it claimed, its members,
+// its epoch and the objects it retired. Safe for concurrent use by its
+// members.
+type Node struct {
+	opts   Options
+	region remote.Addr // the header
+	body   remote.Addr // the blocks
+
+	e atomic.Uint64 // the node's epoch; pins take it
+
+	mu       sync.Mutex
+	closed   bool
+	blocks   []*block
+	members  []*Member // registered, for the published epoch
+	beats    uint64
+	lastBeat time.Duration
+	limbo    []retired
+	seen     map[int]observation // other blocks' heartbeats, for Reclaim
+}
+
+// block is a claimed block.
+type block struct {
+	idx   int
+	owner uint64   // the owner word this node wrote
+	incs  []uint64 // last incarnation of each client slot
+	used  []bool
+}
+
+// Join claims a block of the pool's registry for c's compute node, creating
+// the registry on first use. c is used for this call only.
+func Join(ctx context.Context, c *remote.Client, opts Options) (*Node, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	region, err := c.Named(ctx, RegionName, headerBytes)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	want := geometry(opts.Blocks, opts.Clients)
+	got, err := c.CAS(ctx, region, 0, want)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	if got != 0 && got != want {
+		b, k, perr := parseGeometry(got)
+		if perr != nil {
+			return nil, perr
+		}
+		return nil, fmt.Errorf("%w: the pool's registry has %d blocks of %d clients, Options ask for %d of %d",
+			ErrMismatch, b, k, opts.Blocks, opts.Clients)
+	}
+	body, err := c.Named(ctx, RegionName+"/blocks", blocksBytes(opts.Blocks, opts.Clients))
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	n := &Node{opts: opts, region: region, body: body, seen: make(map[int]observation)}
+	if _, err := n.claim(ctx, c); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// claim claims a free block. Like every method of the package it holds no
+// mutex across a verb (a parked simulated client would block the others).
+func (n *Node) claim(ctx context.Context, c *remote.Client) (*block, error) {
+	hdr := make([]byte, blockBytes*n.opts.Blocks)
+	if err := c.Read(ctx, n.blockAddr(0), hdr); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	epoch, err := n.readEpoch(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for b := range n.opts.Blocks {
+		owner := binary.LittleEndian.Uint64(hdr[blockBytes*b:])
+		if owner&1 != 0 {
+			continue
+		}
+		mine := (owner>>1+1)<<1 | 1
+		old, err := c.CAS(ctx, n.blockAddr(b), owner, mine)
+		if err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		if old != owner {
+			continue
+		}
+		words := make([]byte, 8*n.opts.Clients)
+		if err := c.Read(ctx, n.clientAddr(b, 0), words); err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		blk := &block{idx: b, owner: mine, incs: make([]uint64, n.opts.Clients), used: make([]bool, n.opts.Clients)}
+		for k := range blk.incs {
+			blk.incs[k] = binary.LittleEndian.Uint64(words[8*k:]) >> 2
+		}
+		// A heartbeat that moves and an epoch no later than any pin of this
+		// node, before any member can pin or hold a lock.
+		n.mu.Lock()
+		n.e.Store(max(n.e.Load(), epoch))
+		n.beats++
+		beat := n.beatBytes()
+		n.mu.Unlock()
+		if err := c.Write(ctx, n.blockAddr(b).Add(hbOff), beat); err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+		n.mu.Lock()
+		n.lastBeat = c.Now()
+		n.blocks = append(n.blocks, blk)
+		n.mu.Unlock()
+		return blk, nil
+	}
+	return nil, fmt.Errorf("%w: all %d blocks are claimed", ErrFull, n.opts.Blocks)
+}
+
+// Close leaves the registry: every member must be closed first. c is used
+// for this call only.
+func (n *Node) Close(ctx context.Context, c *remote.Client) error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	if len(n.members) > 0 {
+		n.mu.Unlock()
+		return fmt.Errorf("registry: Close with %d members registered", len(n.members))
+	}
+	n.closed = true
+	blocks := n.blocks
+	n.mu.Unlock()
+	for _, b := range blocks {
+		if _, err := c.CAS(ctx, n.blockAddr(b.idx), b.owner, b.owner&^1); err != nil {
+			return fmt.Errorf("registry: %w", err)
+		}
+	}
+	return nil
+}
+
+// Epoch returns the node's current epoch.
+func (n *Node) Epoch() uint64 { return n.e.Load() }
+
+func (n *Node) blockAddr(b int) remote.Addr { return n.body.Add(uint64(blockBytes * b)) }
+
+func (n *Node) clientAddr(b, k int) remote.Addr {
+	return n.body.Add(uint64(blockBytes*n.opts.Blocks + 8*(b*n.opts.Clients+k)))
+}
+
+func (n *Node) readEpoch(ctx context.Context, c *remote.Client) (uint64, error) {
+	var buf [8]byte
+	if err := c.Read(ctx, n.region.Add(epochOff), buf[:]); err != nil {
+		return 0, fmt.Errorf("registry: %w", err)
+	}
+	return binary.LittleEndian.Uint64(buf[:]), nil
+}

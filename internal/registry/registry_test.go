@@ -1,0 +1,212 @@
+package registry
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+func newPool(t *testing.T, sim bool, seed uint64) *remote.Pool {
+	t.Helper()
+	cfg := remote.Config{MemoryNodes: 2, NodeBytes: 16 << 20}
+	if sim {
+		cfg.Sim = &remote.SimConfig{Ordering: remote.Strict, Seed: seed}
+	}
+	p, err := remote.NewPool(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func join(t *testing.T, c *remote.Client, opts Options) *Node {
+	t.Helper()
+	n, err := Join(t.Context(), c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func register(t *testing.T, n *Node, c *remote.Client) *Member {
+	t.Helper()
+	m, err := n.Register(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestTagsUnique registers clients on several nodes, closes and registers
+// them again, and checks that no two tags are ever equal, that a node claims
+// a second block when its first is full, and that tags round-trip.
+func TestTagsUnique(t *testing.T) {
+	p := newPool(t, false, 0)
+	opts := Options{Blocks: 16, Clients: 3}
+	seen := map[uint64]bool{}
+	for range 3 {
+		cn := p.NewComputeNode()
+		c := cn.NewClient()
+		n := join(t, c, opts)
+		var ms []*Member
+		for range 7 {
+			m := register(t, n, c)
+			if seen[m.Tag()] {
+				t.Fatalf("tag %#x handed out twice", m.Tag())
+			}
+			seen[m.Tag()] = true
+			b, k, inc := parseTag(m.Tag())
+			if b != m.blk.idx || k != m.k || inc != m.inc || !IsTag(m.Tag()) {
+				t.Fatalf("tag %#x parses as block %d client %d inc %d, member has %d %d %d", m.Tag(), b, k, inc, m.blk.idx, m.k, m.inc)
+			}
+			ms = append(ms, m)
+		}
+		if len(n.blocks) != 3 {
+			t.Fatalf("7 members of 3 per block claimed %d blocks", len(n.blocks))
+		}
+		for _, m := range ms[:4] {
+			if err := m.Close(t.Context(), c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 4 {
+			m := register(t, n, c)
+			if seen[m.Tag()] {
+				t.Fatalf("tag %#x handed out twice after Close", m.Tag())
+			}
+			seen[m.Tag()] = true
+		}
+	}
+}
+
+// TestJoinErrors covers bad options, a geometry mismatch and a full registry.
+func TestJoinErrors(t *testing.T) {
+	p := newPool(t, false, 0)
+	c := p.NewComputeNode().NewClient()
+	for _, o := range []Options{
+		{Blocks: -1}, {Blocks: maxBlocks + 1}, {Clients: maxClients + 1},
+		{Lease: time.Millisecond, Interval: time.Millisecond}, {Lease: -1},
+	} {
+		if _, err := Join(t.Context(), c, o); err == nil {
+			t.Errorf("Join(%+v) succeeded", o)
+		}
+	}
+	join(t, c, Options{Blocks: 2, Clients: 4})
+	if _, err := Join(t.Context(), c, Options{Blocks: 2, Clients: 8}); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("Join with other geometry: %v, want ErrMismatch", err)
+	}
+	second := join(t, c, Options{Blocks: 2, Clients: 4})
+	if _, err := Join(t.Context(), c, Options{Blocks: 2, Clients: 4}); !errors.Is(err, ErrFull) {
+		t.Fatalf("third Join of 2 blocks: %v, want ErrFull", err)
+	}
+	if err := second.Close(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	third := join(t, c, Options{Blocks: 2, Clients: 4})
+	if third.blocks[0].idx != second.blocks[0].idx || third.blocks[0].owner == second.blocks[0].owner {
+		t.Fatalf("a released block was not claimed again in a new incarnation")
+	}
+	if _, err := second.Register(t.Context(), c); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Register on a closed node: %v", err)
+	}
+}
+
+// TestDead judges lock holders: a closed or replaced member at once, a
+// member whose node keeps beating never, a node that stopped beating after a
+// Lease of the waiter's (virtual) time.
+func TestDead(t *testing.T) {
+	ctx := t.Context()
+	p := newPool(t, true, 1)
+	opts := Options{Lease: time.Millisecond}
+	holderCN, waiterCN := p.NewComputeNode(), p.NewComputeNode()
+	hc, wc := holderCN.NewClient(), waiterCN.NewClient()
+	hn, wn := join(t, hc, opts), join(t, wc, opts)
+	dead := func(w *Watch, word uint64) bool {
+		t.Helper()
+		d, err := wn.Dead(ctx, wc, w, word)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+
+	closed := register(t, hn, hc)
+	if err := closed.Close(ctx, hc); err != nil {
+		t.Fatal(err)
+	}
+	if !dead(&Watch{}, closed.Tag()|1<<61) {
+		t.Fatal("a closed member's tag is not dead")
+	}
+	if dead(&Watch{}, 12345) {
+		t.Fatal("a word that is not a tag was judged dead")
+	}
+
+	live := register(t, hn, hc)
+	var w Watch
+	for i := range 50 {
+		if dead(&w, live.Tag()) {
+			t.Fatalf("a beating holder judged dead at step %d", i)
+		}
+		wc.Compute(opts.Lease / 4)
+		hc.Compute(opts.Lease / 4)
+		if _, err := live.Touch(ctx, hc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The holder stops: dead once a Lease of the waiter's time has passed
+	// with the same word and a heartbeat standing still.
+	w = Watch{}
+	if dead(&w, live.Tag()) {
+		t.Fatal("judged dead on first sight")
+	}
+	wc.Compute(opts.Lease / 2)
+	if dead(&w, live.Tag()) {
+		t.Fatal("judged dead before a Lease")
+	}
+	wc.Compute(opts.Lease)
+	if !dead(&w, live.Tag()) {
+		t.Fatal("a holder whose heartbeat stood still for a Lease is not dead")
+	}
+	if _, _, err := func() (int, int, error) {
+		_, err := wn.Dead(ctx, wc, &Watch{}, tag(maxBlocks-1, 0, 1))
+		return 0, 0, err
+	}(); err == nil {
+		t.Fatal("a tag outside the registry was accepted")
+	}
+}
+
+// TestTouchStale checks that a node that did not beat for half a Lease
+// refreshes its epoch and reports it.
+func TestTouchStale(t *testing.T) {
+	ctx := t.Context()
+	p := newPool(t, true, 1)
+	opts := Options{Lease: time.Millisecond}
+	a, b := p.NewComputeNode().NewClient(), p.NewComputeNode().NewClient()
+	na, nb := join(t, a, opts), join(t, b, opts)
+	ma := register(t, na, a)
+	register(t, nb, b)
+	// b advances the global epoch alone while a sleeps past its lease.
+	for range 5 {
+		b.Compute(2 * opts.Lease)
+		if _, err := nb.Reclaim(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if nb.Epoch() < 3 {
+		t.Fatalf("the global epoch did not advance without the sleeping node: %d", nb.Epoch())
+	}
+	a.Compute(opts.Lease)
+	stale, err := ma.Touch(ctx, a)
+	if err != nil || !stale {
+		t.Fatalf("Touch after a Lease: stale %v, %v", stale, err)
+	}
+	if na.Epoch() < nb.Epoch()-1 {
+		t.Fatalf("a stale node's epoch %d was not refreshed (global about %d)", na.Epoch(), nb.Epoch())
+	}
+	if stale, err := ma.Touch(ctx, a); err != nil || stale {
+		t.Fatalf("second Touch: stale %v, %v", stale, err)
+	}
+}
