@@ -24,6 +24,12 @@ type Entry struct {
 
 	prev, next *Entry      // neighbours in the CLOCK ring
 	ref        atomic.Bool // CLOCK reference bit: set by a hit, cleared by the hand
+
+	// Epoch is a caller's stamp of when the node was read (SMART: the
+	// compute node's reclamation epoch), set before Insert like the
+	// fields above. It sits in the struct's tail padding: it costs no
+	// memory.
+	Epoch uint32
 }
 
 // entryStructBytes is the fixed part of an entry's memory.

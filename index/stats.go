@@ -54,6 +54,13 @@ type Stats struct {
 	// Puts written by another client's write (read delegation and write
 	// combining). SMART, and Sherman with Options.RDWC.
 	Delegated, Combined uint64
+
+	// Retired counts objects this compute node unlinked and handed to
+	// memory reclamation, Reused the allocations it served with reclaimed
+	// objects, and Renewals the operations it restarted with a new epoch
+	// pin because other compute nodes may have judged it dead meanwhile.
+	// SMART with Options.Reclaim.
+	Retired, Reused, Renewals uint64
 }
 
 // Add returns the field-by-field sum of s and o (e.g. over compute nodes).
@@ -70,6 +77,7 @@ func (s Stats) Add(o Stats) Stats {
 		GlobalLocks: s.GlobalLocks + o.GlobalLocks, HandOvers: s.HandOvers + o.HandOvers,
 		LockCASFailures: s.LockCASFailures + o.LockCASFailures,
 		Delegated:       s.Delegated + o.Delegated, Combined: s.Combined + o.Combined,
+		Retired:         s.Retired + o.Retired, Reused: s.Reused + o.Reused, Renewals: s.Renewals + o.Renewals,
 	}
 }
 
@@ -107,6 +115,9 @@ func (s Stats) String() string {
 	add("lock-cas-failures", s.LockCASFailures)
 	add("delegated", s.Delegated)
 	add("combined", s.Combined)
+	add("retired", s.Retired)
+	add("reused", s.Reused)
+	add("renewals", s.Renewals)
 	if b.Len() == 0 {
 		return "no activity"
 	}

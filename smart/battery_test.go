@@ -2,8 +2,11 @@ package smart_test
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/internal/indextest"
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
@@ -84,4 +87,52 @@ func TestBatteryMixedOptions(t *testing.T) {
 	}
 	indextest.RunConcurrent(t, tg)
 	indextest.RunLinearizable(t, tg)
+}
+
+// TestBatteryReclaim runs the battery's concurrent, linearizability and
+// simulator parts on trees that reclaim memory, with an interval short
+// enough (and so a lease short enough) that leaves are reused while other
+// clients still hold cached slots naming them, and that compute nodes are
+// judged dead by the others while they work and must renew their pins
+// (I8). Each run must have reused leaves, or it proved nothing.
+func TestBatteryReclaim(t *testing.T) {
+	variants := map[string]smart.Options{
+		"default":                 {},
+		"out-of-place-tiny-cache": {OutOfPlaceLeaves: true, CacheBytes: 4 << 10},
+	}
+	for name, opts := range variants {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var trees []*smart.Tree
+			tg := indextest.Target{
+				Name: "smart-reclaim-" + name,
+				Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
+					o := opts
+					o.Name, o.Reclaim, o.ReclaimInterval = n, true, 20*time.Microsecond
+					tr, err := smart.Open(cn, o)
+					if err == nil {
+						mu.Lock()
+						trees = append(trees, tr)
+						mu.Unlock()
+					}
+					return tr, err
+				},
+				Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
+				MaxKeyLen:   smart.MaxKeyLen,
+				MaxValueLen: smart.MaxValueLen,
+			}
+			indextest.RunOracle(t, tg)
+			indextest.RunConcurrent(t, tg)
+			indextest.RunLinearizable(t, tg)
+			t.Run("sim", func(t *testing.T) { indextest.RunSim(t, tg) })
+			var st index.Stats
+			for _, tr := range trees {
+				st = st.Add(tr.Stats())
+			}
+			t.Logf("%d trees: %v", len(trees), st)
+			if st.Reused == 0 || st.Retired == 0 {
+				t.Errorf("no leaf was reused (retired %d, reused %d): the run did not exercise reclamation", st.Retired, st.Reused)
+			}
+		})
+	}
 }

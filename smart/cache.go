@@ -46,6 +46,7 @@ func (t *Tree) Stats() index.Stats {
 		CacheInvalidations: c.invalidations.Load(), CacheEntries: st.Entries, CacheBytes: st.Bytes,
 		TornUnderLock: t.tornLocked.Load(),
 		Delegated:     rd.Delegated, Combined: rd.Combined,
+		Retired: t.rstats.retired.Load(), Reused: t.rstats.reused.Load(), Renewals: t.rstats.renewals.Load(),
 	}
 }
 
@@ -120,7 +121,9 @@ func (s *session) remember(plen, level int, parent remote.Addr) {
 	if e, ok := t.cache.Get(prefix); ok && e.Addr == uint64(n.addr) && e.Header == uint64(n.h) && slices.Equal(e.Slots, slots) {
 		return
 	}
-	t.cache.Insert(prefix, artcache.NewEntry(uint64(n.addr), uint64(parent), uint64(n.h), slots, level))
+	e := artcache.NewEntry(uint64(n.addr), uint64(parent), uint64(n.h), slots, level)
+	e.Epoch = s.epoch
+	t.cache.Insert(prefix, e)
 }
 
 // rememberNew caches a NODE_4 this session just created and published, with
@@ -134,5 +137,7 @@ func (s *session) rememberNew(prefix []byte, addr, parent remote.Addr, h header,
 	for i, sl := range slots {
 		words[i] = uint64(sl)
 	}
-	s.t.cache.Insert(prefix, artcache.NewEntry(uint64(addr), uint64(parent), uint64(h), words, level))
+	e := artcache.NewEntry(uint64(addr), uint64(parent), uint64(h), words, level)
+	e.Epoch = s.epoch
+	s.t.cache.Insert(prefix, e)
 }

@@ -98,7 +98,7 @@ func FuzzLeaf(f *testing.F) {
 			return
 		}
 		class := classFor(leafPayload(len(key), len(value)))
-		img := leafImage(nil, remote.MakeAddr(1, 4096), key, value, class)
+		img := leafImage(nil, remote.MakeAddr(1, 4096), key, value, class, 0)
 		if len(img) != classBytes(class) || len(img)%64 != 0 {
 			t.Fatalf("leaf image of %d bytes for class %d", len(img), class)
 		}

@@ -34,6 +34,9 @@ func (s *session) getInWindow(ctx context.Context, w *rdwc.Window) ([]byte, bool
 	var found bool
 	err := s.attempt(ctx, "get", func() (err error) {
 		v, found, err = s.get(ctx, w.Key())
+		if err == nil && s.lost() {
+			err = errRestart // what it read may be reused memory (I8)
+		}
 		return err
 	})
 	return v, found, err
@@ -69,7 +72,13 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			return nil, false, err
 		}
 		switch {
-		case st == leafOK && s.stale(cur, v.rev):
+		case st == leafTorn && cur.cached && s.t.reg != nil:
+			// With reclamation a cached slot may name memory reused for
+			// anything (I8): read the slot itself.
+			cur, err = s.reread(ctx, cur)
+		case st == leafTorn:
+			err = s.retry()
+		case (st == leafOK && s.stale(cur, v.rev)) || s.reused(cur, v.meta):
 			cur, err = s.reread(ctx, cur)
 		case st == leafOK && v.matches(key):
 			return bytes.Clone(v.value), true, nil
@@ -80,8 +89,11 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			cur, err = s.reread(ctx, cur)
 		case st == leafOK:
 			return nil, false, nil
-		case st == leafTorn:
-			err = s.retry()
+		case cur.cached && s.t.reg != nil:
+			// Retired, reached through a cached slot: with reclamation
+			// the leaf may have had another life since the snapshot (I8),
+			// so its content counts only if read after the slot.
+			cur, err = s.reread(ctx, cur)
 		default:
 			// Retired: the leaf is being (or was) unlinked. If its slot still
 			// holds it, the removal has not happened yet and its frozen

@@ -175,6 +175,7 @@ func (h header) dropped(n int) header {
 //	     bits  8–24  value length (0..65536)
 //	     bit      25  valid (0: retired by a delete or an out-of-place update)
 //	     bits 26–32  size class
+//	     bits 33–63  birth epoch (Options.Reclaim, reclaim.go; 0 without)
 const (
 	leafRevOff   = 0
 	leafMetaOff  = 8
@@ -195,8 +196,8 @@ const revMoving remote.Addr = 1 << 63
 // again, so a retired leaf is frozen.
 const lockRetired = 1 << 63
 
-func makeMeta(keyLen, valLen, class int) uint64 {
-	return uint64(keyLen) | uint64(valLen)<<8 | metaValidBit | uint64(class)<<26
+func makeMeta(keyLen, valLen, class int, birth uint32) uint64 {
+	return uint64(keyLen) | uint64(valLen)<<8 | metaValidBit | uint64(class)<<26 | uint64(birth&birthMask)<<birthShift
 }
 
 func metaKeyLen(m uint64) int  { return int(m & 0xff) }

@@ -8,21 +8,21 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-// leafImage builds the bytes of a new leaf of class c holding key and value
-// into buf (grown as needed) and returns them. The lock word (last 8 bytes)
-// is 0 (free) and the reverse pointer is rev.
-func leafImage(buf []byte, rev remote.Addr, key, value []byte, class int) []byte {
+// leafImage builds the bytes of a new leaf of class c holding key and value,
+// born in epoch birth, into buf (grown as needed) and returns them. The lock
+// word (last 8 bytes) is 0 (free) and the reverse pointer is rev.
+func leafImage(buf []byte, rev remote.Addr, key, value []byte, class int, birth uint32) []byte {
 	n := classBytes(class)
 	buf = grow(buf, n)
 	clear(buf)
 	binary.LittleEndian.PutUint64(buf[leafRevOff:], uint64(rev))
-	fillLeafData(buf, key, value, class)
+	fillLeafData(buf, key, value, class, birth)
 	return buf
 }
 
 // fillLeafData writes meta, checksum, key and value into a leaf image.
-func fillLeafData(buf, key, value []byte, class int) {
-	meta := makeMeta(len(key), len(value), class)
+func fillLeafData(buf, key, value []byte, class int, birth uint32) {
+	meta := makeMeta(len(key), len(value), class, birth)
 	binary.LittleEndian.PutUint64(buf[leafMetaOff:], meta)
 	copy(buf[leafKeyOff:], key)
 	copy(buf[leafKeyOff+len(key):], value)

@@ -79,12 +79,12 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 		return false, d.cur, err
 	}
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.allocNear(ctx, node.MN(), classBytes(class))
+	la, err := s.allocLeaf(ctx, node.MN(), class)
 	if err != nil {
 		_ = s.do(ctx, append(s.batch(), s.unlockOp(node))) // the allocation error is the one to report
 		return false, d.cur, err
 	}
-	s.img = leafImage(s.img, nodeSlotAddr(node, free), key, value, class)
+	s.img = leafImage(s.img, nodeSlotAddr(node, free), key, value, class, s.t.epoch())
 	var word [8]byte
 	binary.LittleEndian.PutUint64(word[:], uint64(leafSlot(b, class, la)))
 	if _, err := s.link(ctx, append(s.batch(), remote.Write(la, s.img)),

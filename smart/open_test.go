@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/dmindex/dmindex/remote"
 )
 
 // TestOpenOptionsMismatch opens one tree on two compute nodes with
-// different options: only the protocol variant (LockedInternal) must agree,
+// different options: only the protocol variant (LockedInternal, Reclaim) must agree,
 // every other option is the compute node's own business.
 func TestOpenOptionsMismatch(t *testing.T) {
 	tests := []struct {
@@ -19,6 +20,9 @@ func TestOpenOptionsMismatch(t *testing.T) {
 	}{
 		{"lock-free then locked", Options{}, Options{LockedInternal: true}, ErrOptionsMismatch},
 		{"locked then lock-free", Options{LockedInternal: true}, Options{}, ErrOptionsMismatch},
+		{"reclaim then not", Options{Reclaim: true}, Options{}, ErrOptionsMismatch},
+		{"not then reclaim", Options{}, Options{Reclaim: true}, ErrOptionsMismatch},
+		{"reclaim with other intervals", Options{Reclaim: true}, Options{Reclaim: true, ReclaimInterval: time.Millisecond}, nil},
 		{"locked twice", Options{LockedInternal: true}, Options{LockedInternal: true}, nil},
 		{"local switches", Options{}, Options{OutOfPlaceLeaves: true, Release: ReleaseRoundTrip, NoReadDelegation: true,
 			NoWriteCombining: true, HashCache: true, CacheBytes: -1, RetryBudget: 3}, nil},

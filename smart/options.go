@@ -1,14 +1,17 @@
 package smart
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Options configure a SMART tree. The zero Options are the paper's design:
 // lock-free internal nodes, in-place leaves with a rear-embedded lock, read
 // delegation, write combining and an ART-indexed cache.
 //
-// Compute nodes opening one tree must agree on LockedInternal (Open refuses
-// a mismatch with ErrOptionsMismatch); every other option is local to the
-// compute node and may differ between compute nodes.
+// Compute nodes opening one tree must agree on LockedInternal and Reclaim
+// (Open refuses a mismatch with ErrOptionsMismatch); every other option is
+// local to the compute node and may differ between compute nodes.
 type Options struct {
 	// Name identifies the tree in the pool (default "smart"). Compute nodes
 	// opening the same name share one tree.
@@ -47,12 +50,33 @@ type Options struct {
 	// HashCache indexes the cache by a hash of the node prefix instead of a
 	// local ART.
 	HashCache bool
+
+	// Reclaim reuses the memory of the leaves that Delete, out-of-place
+	// updates and size-class changes unlink, once no client of any compute
+	// node can still be reading them (epochs per compute node in the pool's
+	// client registry; docs/smart-protocol.md, invariant I8). Without it a
+	// tree never reuses memory: inserting and deleting the same keys
+	// fills any pool. It costs no verb on the operation path: one heartbeat
+	// WRITE and one registry READ per compute node every ReclaimInterval.
+	// A leaf is reused only by the compute node that retired it. Every
+	// compute node of a tree must set it (the paper's design does not
+	// reclaim, so the default is off). A compute node silent for ten
+	// intervals is judged dead and stops holding reclamation back; its
+	// operations that resume after that validate every leaf born since they
+	// started (I8), so they stay correct.
+	Reclaim bool
+	// ReclaimInterval is how often a compute node of a Reclaim tree
+	// publishes its epoch and reclaims (default DefaultReclaimInterval):
+	// a retired leaf is reused a few intervals after its operation
+	// returned.
+	ReclaimInterval time.Duration
 }
 
 // Defaults of Options.
 const (
-	DefaultCacheBytes  = 64 << 20
-	DefaultRetryBudget = 64
+	DefaultCacheBytes      = 64 << 20
+	DefaultRetryBudget     = 64
+	DefaultReclaimInterval = 10 * time.Millisecond
 )
 
 // Release is how an in-place update of a leaf releases its rear lock

@@ -106,7 +106,7 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 	ctx = context.WithoutCancel(ctx)
 	value := s.value()
 	if !s.t.opts.OutOfPlaceLeaves && leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
-		return true, cur, s.writeInPlace(ctx, cur.sl, key, value)
+		return true, cur, s.writeInPlace(ctx, cur.sl, key, value, metaBirth(v.meta))
 	}
 	return s.moveLeaf(ctx, cur, v.meta, key, value)
 }
@@ -134,7 +134,8 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 		}
 		locked := lockOld == 0
 		switch {
-		case st == leafRetired || lockOld == lockRetired || (st == leafOK && s.stale(cur, v.rev)):
+		case st == leafRetired || lockOld == lockRetired || (st == leafOK && s.stale(cur, v.rev)) ||
+			(st != leafTorn && s.reused(cur, v.meta)) || (st == leafTorn && cur.cached && s.t.reg != nil):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
 			}
@@ -148,6 +149,12 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 			if err := s.retry(); err != nil {
 				return 0, v, cur, err
 			}
+		case s.lost():
+			// What the leaf holds may be another life of it (I8).
+			if locked {
+				s.unlockAsync(ctx, cur.sl)
+			}
+			return 0, v, cur, errRestart
 		case !v.matches(key):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
@@ -158,6 +165,7 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 				return 0, v, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
 			}
 			s.c.Backoff(attempt)
+			s.touch()
 		default:
 			return leafLocked, v, cur, nil
 		}
@@ -196,13 +204,13 @@ func (s *session) unlockAsync(ctx context.Context, sl slot) {
 // of the WRITE has landed before that holder's READ completes).
 // Options.Release selects a second WRITE of the lock word in the same batch
 // (after every data line, by posting order) or in a third round trip.
-func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte) error {
+func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, birth uint32) error {
 	class := sl.leafClass()
 	n := classBytes(class)
 	end := leafDataEnd(len(key), len(value))
 	s.img = grow(s.img, n)
-	fillLeafData(s.img, key, value, class)
-	clear(s.img[end:n]) // padding, then the free lock word
+	fillLeafData(s.img, key, value, class, birth) // the same leaf: its birth stays
+	clear(s.img[end:n])                           // padding, then the free lock word
 	a := sl.addr()
 	if s.t.opts.Release == ReleaseInWrite {
 		return s.do(ctx, append(s.batch(), remote.Write(a.Add(leafMetaOff), s.img[leafMetaOff:n])))
@@ -226,7 +234,7 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte) 
 func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, value []byte) (bool, cursor, error) {
 	old := cur.sl
 	class := classFor(leafPayload(len(key), len(value)))
-	na, err := s.allocNear(ctx, cur.addr.MN(), classBytes(class))
+	na, err := s.allocLeaf(ctx, cur.addr.MN(), class)
 	if err != nil {
 		// No memory node has room (or the pool closed): nothing changed;
 		// give the leaf back and fail, since a retry would find the same
@@ -238,7 +246,7 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 	//     linked; I6, L marked before the slot stops leading to it.
 	//  2. CAS(slot: L → L') publishes (I1).
 	//  3. W(L.lock = RETIRED) before returning (I4, I5).
-	s.img = leafImage(s.img, cur.addr, key, value, class)
+	s.img = leafImage(s.img, cur.addr, key, value, class, s.t.epoch())
 	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
 	for {
 		ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
@@ -271,10 +279,15 @@ func (s *session) markRemoved(ops []remote.Op, sl slot, meta uint64) []remote.Op
 	return append(ops, remote.Write(sl.addr().Add(leafMetaOff), s.meta[:]))
 }
 
-// retire retires the lock of a locked, unlinked leaf for good (I4).
+// retire retires the lock of a locked, unlinked leaf (I4) and hands the
+// leaf to reclamation (I8).
 func (s *session) retire(ctx context.Context, sl slot) error {
 	binary.LittleEndian.PutUint64(s.meta[:], lockRetired)
-	return s.c.Write(ctx, sl.addr().Add(uint64(classBytes(sl.leafClass())-8)), s.meta[:])
+	if err := s.c.Write(ctx, sl.addr().Add(uint64(classBytes(sl.leafClass())-8)), s.meta[:]); err != nil {
+		return err
+	}
+	s.retireLeaf(sl)
+	return nil
 }
 
 // unlock restores a locked leaf that stays linked: valid again (meta) and
@@ -308,17 +321,18 @@ func (s *session) relocate(ctx context.Context, from cursor, leaf slot) (cursor,
 // fails only if another operation changed this very slot.
 func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
 	class := classFor(leafPayload(len(key), len(value)))
-	na, err := s.allocNear(ctx, cur.addr.MN(), classBytes(class))
+	na, err := s.allocLeaf(ctx, cur.addr.MN(), class)
 	if err != nil {
 		return false, cur, err
 	}
-	s.img = leafImage(s.img, cur.addr, key, value, class)
+	s.img = leafImage(s.img, cur.addr, key, value, class, s.t.epoch())
 	ops, err := s.link(ctx, append(s.batch(), remote.Write(na, s.img)),
 		remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
 	if err != nil {
 		return false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
+		s.dropUnlinked(na, class)
 		return false, cur.with(got), nil
 	}
 	return true, cur, nil

@@ -100,6 +100,7 @@ type scanner struct {
 	buf      []byte
 	tmp      []byte
 	arena    []byte // the yielded pairs' bytes (see own)
+	last     []byte // the key of the last pair yielded (resume)
 }
 
 // keep hands the scanner's buffers back to its session for the next scan,
@@ -132,17 +133,26 @@ type stopError struct{}
 func (*stopError) Error() string { return "smart: scan stopped" }
 
 func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
-	root, err := sc.s.root(ctx)
-	if err != nil {
+	if err := sc.start(ctx); err != nil {
 		return err
 	}
-	sc.front = append(sc.front, entry{cur: root, root: true})
 	for len(sc.front) > 0 {
+		if sc.s.lost() {
+			// Other compute nodes may have reused leaves the frontier
+			// names (I8): continue after the last pair yielded, from the
+			// root, with a new pin.
+			if err := sc.resume(ctx); err != nil {
+				return err
+			}
+			continue
+		}
 		yielded := false
 		for len(sc.front) > 0 && sc.front[0].ready {
-			if !yield(sc.front[0].kv, nil) {
+			kv := sc.front[0].kv
+			if !yield(kv, nil) {
 				return errStop
 			}
+			sc.last = kv.Key
 			sc.front = sc.front[1:]
 			yielded = true
 		}
@@ -158,11 +168,44 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		sc.s.touch()
 		if err := sc.round(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// start puts the root slot alone in the frontier.
+func (sc *scanner) start(ctx context.Context) error {
+	root, err := sc.s.root(ctx)
+	if err != nil {
+		return err
+	}
+	sc.front = append(sc.front[:0], entry{cur: root, root: true})
+	return nil
+}
+
+// resume renews a lost scan's pin and starts it again past the last pair
+// yielded: the range shrinks to the keys after it (before it, descending).
+func (sc *scanner) resume(ctx context.Context) error {
+	if err := sc.s.renew(); err != nil {
+		return err
+	}
+	if sc.last != nil {
+		if sc.desc {
+			sc.hi = sc.last
+			sc.ehi = appendEncoded(sc.ehi[:0], sc.hi)
+		} else {
+			sc.lo = append(slices.Clip(sc.last), 0) // the least key after last
+			sc.elo = appendEncoded(sc.elo[:0], sc.lo)
+		}
+		if sc.hi != nil && bytes.Compare(sc.lo, sc.hi) >= 0 {
+			sc.front = sc.front[:0]
+			return nil
+		}
+	}
+	return sc.start(ctx)
 }
 
 // round reads the first unresolved entries of the frontier in one batch and
@@ -234,25 +277,32 @@ func readSize(sl slot) int {
 // leaf resolves a leaf entry read into buf.
 func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) ([]entry, error) {
 	v, st := parseLeaf(buf, e.cur.sl.leafClass())
-	switch st {
-	case leafOK:
+	switch {
+	case st == leafOK && !sc.s.reused(e.cur, v.meta):
 		if sc.inRange(v.key) {
 			e.kv = KV{Key: sc.own(v.key), Value: sc.own(v.value)}
 			e.ready = true
 			next = append(next, e)
 		}
 		return next, nil
-	case leafTorn:
+	case st == leafTorn:
 		return sc.again(next, e)
 	}
-	// Retired: what the slot holds now takes the leaf's place; if it still
-	// holds this leaf, the removal has not happened and the content is
-	// current.
+	// Retired, or born during the scan (possibly a later life of the leaf
+	// the slot named, I8): what the slot holds now takes the leaf's place;
+	// if it still holds this leaf, the removal has not happened, the leaf
+	// is the one linked there, and the content is current.
 	w, err := sc.s.readWord(ctx, e.cur.addr)
 	if err != nil {
 		return next, err
 	}
 	if slot(w).addr() == e.cur.sl.addr() {
+		if sc.s.t.reg != nil && !e.cur.confirmed {
+			// With reclamation the content counts only if read after a
+			// read of the slot that named the leaf (I8): read it again.
+			e.cur.confirmed = true
+			return sc.again(next, e)
+		}
 		if sc.inRange(v.key) {
 			e.kv = KV{Key: sc.own(v.key), Value: sc.own(v.value)}
 			e.ready = true

@@ -7,6 +7,7 @@ import (
 	"runtime"
 
 	"github.com/dmindex/dmindex/artcache"
+	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
@@ -39,6 +40,12 @@ type session struct {
 	nodeReads int      // internal nodes and slots read remotely in the current operation
 	flagWaits int      // waits for other splits in the current operation
 	full      []noRoom // per memory node: allocations it refused (allocNear)
+
+	// Reclamation (reclaim.go): the client's registry member, nil without
+	// Options.Reclaim, and the epoch the current operation started in.
+	m     *registry.Member
+	epoch uint32
+	gen   uint64 // the registry's heartbeat generation at the pin (lost)
 
 	// A scan's buffers, kept between scans (scanner.keep).
 	scanFront, scanNext []entry
@@ -73,16 +80,22 @@ func (t *Tree) session() (*session, error) {
 	if t.closed.Load() {
 		return nil, ErrClosed
 	}
+	var s *session
 	t.mu.Lock()
 	if n := len(t.free); n > 0 {
-		s := t.free[n-1]
+		s = t.free[n-1]
 		t.free = t.free[:n-1]
 		t.mu.Unlock()
 		s.c.ChargeOp()
-		return s, nil
+	} else {
+		t.mu.Unlock()
+		s = t.newSession()
 	}
-	t.mu.Unlock()
-	return t.newSession(), nil
+	if err := s.begin(); err != nil {
+		t.release(s)
+		return nil, err
+	}
+	return s, nil
 }
 
 func (t *Tree) newSession() *session {
@@ -104,6 +117,7 @@ func (s *session) seal() {
 func (s *session) value() []byte { return s.win.Value() }
 
 func (t *Tree) release(s *session) {
+	s.end()
 	s.win, s.entry, s.flagWaits = nil, nil, 0
 	t.mu.Lock()
 	t.free = append(t.free, s)
@@ -134,6 +148,11 @@ func (s *session) attempt(ctx context.Context, what string, fn func() error) err
 		last = err
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if s.lost() {
+			if err := s.renew(); err != nil {
+				return err
+			}
 		}
 		runtime.Gosched()
 	}

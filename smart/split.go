@@ -59,7 +59,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	n := &s.node
 	b := s.enc[d.pos]
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.allocNear(ctx, n.addr.MN(), classBytes(class))
+	la, err := s.allocLeaf(ctx, n.addr.MN(), class)
 	if err != nil {
 		return false, d.cur, err
 	}
@@ -73,7 +73,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	//  3. A slot past the capacity: raise the header type before returning
 	//     (I5), also when helping another insert that used one (I6).
 	j := n.firstEmpty()
-	s.img = leafImage(s.img, n.slotAddr(j), key, value, class)
+	s.img = leafImage(s.img, n.slotAddr(j), key, value, class, s.t.epoch())
 	want := leafSlot(b, class, la)
 	ops := append(s.batch(), remote.Write(la, s.img))
 	for ; j < 256; j++ {
@@ -153,7 +153,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	}
 	mn := first.MN()
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.allocNear(ctx, mn, classBytes(class))
+	la, err := s.allocLeaf(ctx, mn, class)
 	if err != nil {
 		return false, cur, err
 	}
@@ -171,7 +171,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	h := makeHeader(d, node4, e1[d:lcp])
 	oldSlot := leafSlot(e2[lcp], cur.sl.leafClass(), cur.sl.addr())
 	s.stage(node, nodeImage(s.img, rev, h, oldSlot, leafSlot(e1[lcp], class, la)))
-	s.stage(la, leafImage(s.img, nodeSlotAddr(node, 1), key, value, class))
+	s.stage(la, leafImage(s.img, nodeSlotAddr(node, 1), key, value, class, s.t.epoch()))
 	ops := s.stagedOps()
 	final, finalRev, newSlot := node, rev, leafSlot(e1[lcp], class, la)
 	revAddr := cur.sl.addr().Add(leafRevOff)
@@ -207,6 +207,9 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		// Another split of this object is in flight: let it finish, then
 		// read the slot again.
 		return false, cur, s.waitMoving(ctx, revAddr)
+	}
+	if s.lost() {
+		return false, cur, errRestart // the split was decided on what may be reused memory (I8)
 	}
 	mark := remote.CAS(revAddr, uint64(revOld), uint64(revOld|revMoving))
 	if onNode(ops, cur.addr.MN()) {
@@ -281,7 +284,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 		return false, cur, err
 	}
 	class := classFor(leafPayload(len(key), len(value)))
-	la, err := s.allocNear(ctx, ma.MN(), classBytes(class))
+	la, err := s.allocLeaf(ctx, ma.MN(), class)
 	if err != nil {
 		return false, cur, err
 	}
@@ -290,7 +293,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	s.stage(ma, nodeImage(s.img, cur.addr, mh,
 		nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr),
 		leafSlot(s.enc[pos], class, la)))
-	s.stage(la, leafImage(s.img, nodeSlotAddr(ma, 1), key, value, class))
+	s.stage(la, leafImage(s.img, nodeSlotAddr(ma, 1), key, value, class, s.t.epoch()))
 	ops := s.stagedOps()
 	target, rev := pos+1, n.rev
 	// Header split: ① publish M in the parent slot (I6 flag on N's reverse

@@ -17,11 +17,14 @@ type cursor struct {
 	level  int         // internal nodes above the child
 	cached bool        // sl comes from a cache snapshot, not from remote memory
 	node   remote.Addr // the node holding the slot (0: the root slot)
+	// confirmed: the slot was read again after a leaf it names was found
+	// born during the operation, and still names it (session.reused).
+	confirmed bool
 }
 
 // with returns cur holding sl, as just read from remote memory.
 func (c cursor) with(sl slot) cursor {
-	c.sl, c.cached = sl, false
+	c.sl, c.cached, c.confirmed = sl, false, false
 	return c
 }
 
@@ -193,6 +196,7 @@ func (s *session) reread(ctx context.Context, cur cursor) (cursor, error) {
 	if err != nil {
 		return cur, err
 	}
+	cur.confirmed = cur.sl.isLeaf() && slot(w) == cur.sl
 	cur.sl, cur.cached = slot(w), false
 	if cur.addr == s.t.rootSlot {
 		s.t.rootHint.Store(w)

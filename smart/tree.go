@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dmindex/dmindex/artcache"
+	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
@@ -29,6 +30,12 @@ type Tree struct {
 	// tornLocked counts leaves found torn right after their lock was
 	// taken: the previous holder's WRITE was still landing (invariant I7).
 	tornLocked atomic.Uint64
+	// reg is the compute node's registry membership (Options.Reclaim),
+	// lastReclaim the client time of its last Reclaim (reclaim.go).
+	reg         *registry.Node
+	lastReclaim atomic.Int64
+	leaves      leafPool // reclaimed leaves, reused as leaves only
+	rstats      struct{ retired, reused, renewals atomic.Uint64 }
 
 	mu   sync.Mutex // guards free; never held across a verb
 	free []*session
@@ -45,6 +52,7 @@ const (
 	formatMagic           = 0x3176_5452_414d_53 // "SMARTv1"
 	formatMagicMask       = 1<<56 - 1
 	variantLockedInternal = 1 << 56
+	variantReclaim        = 1 << 57
 )
 
 // formatWord returns the format word of a tree opened with opts.
@@ -53,21 +61,29 @@ func formatWord(opts Options) uint64 {
 	if opts.LockedInternal {
 		w |= variantLockedInternal
 	}
+	if opts.Reclaim {
+		w |= variantReclaim
+	}
 	return w
 }
 
 // variantName names the protocol variant of a format word.
 func variantName(w uint64) string {
+	name := "lock-free internal nodes"
 	if w&variantLockedInternal != 0 {
-		return "locked internal nodes (LockedInternal)"
+		name = "locked internal nodes (LockedInternal)"
 	}
-	return "lock-free internal nodes"
+	if w&variantReclaim != 0 {
+		name += " with memory reclamation (Reclaim)"
+	}
+	return name
 }
 
 // Open opens the tree named opts.Name in cn's pool, creating it if needed.
 // Trees opened under one name on several compute nodes are one tree; they
-// must agree on Options.LockedInternal (the protocol variant, recorded in
-// the tree when it is created), or Open fails with ErrOptionsMismatch.
+// must agree on Options.LockedInternal and Options.Reclaim (the protocol
+// variant, recorded in the tree when it is created), or Open fails with
+// ErrOptionsMismatch.
 func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if cn == nil {
 		return nil, fmt.Errorf("smart: Open: %w: nil compute node", remote.ErrBadRequest)
@@ -89,12 +105,12 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget,
 		rd:    rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining}),
 		cache: newCache(opts)}
+	ctx := context.Background()
 	s, err := t.session()
 	if err != nil {
 		return nil, err
 	}
 	defer t.release(s)
-	ctx := context.Background()
 	region, err := s.c.Named(ctx, "smart/"+opts.Name, regionBytes)
 	if err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
@@ -102,6 +118,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	t.rootSlot = region
 	t.nodeBytes = p.Config().NodeBytes
 	if err := s.initRoot(ctx, region); err != nil {
+		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
+	}
+	if err := t.joinRegistry(ctx, s.c); err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
 	return t, nil
@@ -146,6 +165,7 @@ func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 func (t *Tree) Close() error {
 	if !t.closed.Swap(true) {
 		t.rd.Close(ErrClosed)
+		t.leaveRegistry()
 	}
 	return nil
 }

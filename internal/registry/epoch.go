@@ -66,7 +66,7 @@ func (m *Member) Retire(a remote.Addr, size int) {
 // Reclaim reads every block's heartbeat and published epoch and the global
 // epoch (one round trip),
 // advances the global epoch if every live node has published it, and frees
-// (remote.Client.Free) the node's retired objects that no live node can
+// (Options.Free, by default remote.Client.Free) the node's retired objects that no live node can
 // still be reading. A node whose block's heartbeat has not moved for a
 // Lease on c's clock is not live. It returns the number of objects freed.
 func (n *Node) Reclaim(ctx context.Context, c *remote.Client) (int, error) {
@@ -124,8 +124,12 @@ func (n *Node) Reclaim(ctx context.Context, c *remote.Client) (int, error) {
 	clear(n.limbo[len(kept):])
 	n.limbo = kept
 	n.mu.Unlock()
+	release := n.opts.Free
+	if release == nil {
+		release = c.Free
+	}
 	for i, r := range free {
-		if err := c.Free(r.addr, r.size); err != nil {
+		if err := release(r.addr, r.size); err != nil {
 			n.mu.Lock()
 			n.limbo = append(n.limbo, free[i:]...)
 			n.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -112,13 +113,19 @@ func (m *Member) writeState(ctx context.Context, c *remote.Client, state uint64)
 func (m *Member) Touch(ctx context.Context, c *remote.Client) (stale bool, err error) {
 	n := m.n
 	now := c.Now()
+	if now-time.Duration(n.lastBeat.Load()) < n.opts.Interval {
+		return false, nil
+	}
 	n.mu.Lock()
-	since := now - n.lastBeat
+	since := now - time.Duration(n.lastBeat.Load())
 	if since < n.opts.Interval {
 		n.mu.Unlock()
 		return false, nil
 	}
-	n.lastBeat = now
+	if since >= n.opts.Lease/2 {
+		n.gaps.Add(1)
+	}
+	n.lastBeat.Store(int64(now))
 	n.beats++
 	beat := n.beatBytes()
 	ops := make([]remote.Op, 0, len(n.blocks)+1)
@@ -139,6 +146,23 @@ func (m *Member) Touch(ctx context.Context, c *remote.Client) (stale bool, err e
 	}
 	n.raiseEpoch(binary.LittleEndian.Uint64(e[:]))
 	return true, nil
+}
+
+// Gen returns the node's heartbeat generation: it changes when a heartbeat
+// leaves after a gap in which other nodes may have judged this one dead.
+// An operation records it when it pins (after Touch) and asks Lost before
+// it uses what it read.
+func (n *Node) Gen() uint64 { return n.gaps.Load() }
+
+// Lost reports whether other nodes may have judged this node dead since
+// Gen returned gen, at time now on the caller's clock: a heartbeat left
+// after a gap of Lease/2 or more, or the last one is that old by now. Such
+// a node's pins may have been ignored and the objects they protected
+// reused: an operation that finds itself lost must not use an address it
+// read before, and starts again (Touch, then Pin). Lease/2 leaves the
+// other half of the lease for the observers' clocks and the network.
+func (n *Node) Lost(now time.Duration, gen uint64) bool {
+	return gen != n.gaps.Load() || now-time.Duration(n.lastBeat.Load()) >= n.opts.Lease/2
 }
 
 // beatBytes returns the next heartbeat record: the counter and the epoch

@@ -32,12 +32,22 @@ type Options struct {
 	// 256. A compute node with more clients claims more blocks.
 	Clients int
 	// Lease is how long a block's heartbeat must stand still, on the
-	// observer's clock, before its clients are judged dead; 100 ms if zero.
+	// observer's clock, before its clients are judged dead; DefaultLease
+	// (100 ms) if zero.
 	Lease time.Duration
 	// Interval is the least time between two heartbeats of a compute node;
 	// Lease/10 if zero.
 	Interval time.Duration
+	// Free receives each object Reclaim frees; nil means the reclaiming
+	// client's remote.Client.Free (the compute node's free lists). A
+	// structure that keeps its own free lists (so that its objects are
+	// reused only as objects of the same kind) sets it. Local to the
+	// compute node.
+	Free func(a remote.Addr, size int) error
 }
+
+// DefaultLease is Options.Lease when zero.
+const DefaultLease = 100 * time.Millisecond
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Blocks == 0 {
@@ -47,7 +57,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Clients = 32
 	}
 	if o.Lease == 0 {
-		o.Lease = 100 * time.Millisecond
+		o.Lease = DefaultLease
 	}
 	if o.Interval == 0 {
 		o.Interval = o.Lease / 10
@@ -72,15 +82,19 @@ type Node struct {
 	body   remote.Addr // the blocks
 
 	e atomic.Uint64 // the node's epoch; pins take it
+	// lastBeat is the client time of the last heartbeat sent (written
+	// under mu); gaps counts the heartbeats sent Lease/2 or more after the
+	// one before (see Lost).
+	lastBeat atomic.Int64
+	gaps     atomic.Uint64
 
-	mu       sync.Mutex
-	closed   bool
-	blocks   []*block
-	members  []*Member // registered, for the published epoch
-	beats    uint64
-	lastBeat time.Duration
-	limbo    []retired
-	seen     map[int]observation // other blocks' heartbeats, for Reclaim
+	mu      sync.Mutex
+	closed  bool
+	blocks  []*block
+	members []*Member // registered, for the published epoch
+	beats   uint64
+	limbo   []retired
+	seen    map[int]observation // other blocks' heartbeats, for Reclaim
 }
 
 // block is a claimed block.
@@ -169,7 +183,7 @@ func (n *Node) claim(ctx context.Context, c *remote.Client) (*block, error) {
 			return nil, fmt.Errorf("registry: %w", err)
 		}
 		n.mu.Lock()
-		n.lastBeat = c.Now()
+		n.lastBeat.Store(int64(c.Now()))
 		n.blocks = append(n.blocks, blk)
 		n.mu.Unlock()
 		return blk, nil
@@ -199,6 +213,9 @@ func (n *Node) Close(ctx context.Context, c *remote.Client) error {
 	}
 	return nil
 }
+
+// Interval returns the node's heartbeat interval (Options.Interval).
+func (n *Node) Interval() time.Duration { return n.opts.Interval }
 
 // Epoch returns the node's current epoch.
 func (n *Node) Epoch() uint64 { return n.e.Load() }

@@ -1,0 +1,290 @@
+package smart
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/dmindex/dmindex/internal/registry"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Memory reclamation (Options.Reclaim; docs/smart-protocol.md, I8).
+//
+// Every compute node that opens the tree joins the pool's registry
+// (internal/registry) and each session registers a member. An operation
+// sends the node's heartbeat when one is due, then pins the node's epoch for
+// as long as it may hold addresses read from the tree (session to release).
+// A leaf that an operation unlinks and retires (Delete, out-of-place update,
+// size-class change) goes to the member's limbo with tag e+1; every
+// ReclaimInterval one operation of the node runs Reclaim, which advances the
+// global epoch when every live node has published it and hands the objects
+// no live node can still be reading to the compute node's free lists, where
+// leaf allocations find them.
+//
+// What epochs cannot cover is the cache: it keeps slot words across
+// operations, so a cached slot can name a leaf that was freed and reused
+// since. A reused leaf is recognised by its birth epoch (meta bits 33–63),
+// which is later than the epoch stamped on the cache entry that names it;
+// the reader then reads the slot itself (session.stale).
+
+// birthBits is the width of a leaf's birth epoch and of a cache entry's
+// epoch stamp; both are kept modulo 2^birthBits and compared as serial
+// numbers.
+const (
+	birthBits  = 31
+	birthShift = 33
+	birthMask  = 1<<birthBits - 1
+)
+
+// metaBirth returns the birth epoch of a leaf's meta word.
+func metaBirth(m uint64) uint32 { return uint32(m>>birthShift) & birthMask }
+
+// bornAfter reports whether birth epoch b is later than stamp e, both modulo
+// 2^birthBits: true when b-e lies in [1, 2^(birthBits-1)). A cache entry
+// 2^30 epochs old may be misjudged; the epoch advances at most once per
+// reclaimInterval of some compute node, so that is years of uptime with
+// one untouched entry.
+func bornAfter(b, e uint32) bool {
+	d := (b - e) & birthMask
+	return d != 0 && d < 1<<(birthBits-1)
+}
+
+// joinRegistry makes the tree's compute node a member of the pool's
+// registry when Options.Reclaim is set.
+func (t *Tree) joinRegistry(ctx context.Context, c *remote.Client) error {
+	if !t.opts.Reclaim {
+		return nil
+	}
+	iv := t.opts.ReclaimInterval
+	if iv <= 0 {
+		iv = DefaultReclaimInterval
+	}
+	n, err := registry.Join(ctx, c, registry.Options{Interval: iv, Lease: 10 * iv, Free: t.leaves.put})
+	if err != nil {
+		return err
+	}
+	t.reg = n
+	return nil
+}
+
+// epoch returns the node's current epoch modulo 2^birthBits (0 without
+// reclamation): the birth of a leaf written now, and the stamp of a cache
+// entry read by an operation that started now.
+func (t *Tree) epoch() uint32 {
+	if t.reg == nil {
+		return 0
+	}
+	return uint32(t.reg.Epoch()) & birthMask
+}
+
+// begin starts an operation of s: it registers the session's client on
+// first use, sends the heartbeat if one is due, then pins the node's epoch
+// (in that order: a node that others judged dead while it was idle is live
+// again, in the registry, before it reads an address). The verbs are the
+// tree's upkeep, not the caller's: they ignore its context.
+func (s *session) begin() error {
+	t := s.t
+	if t.reg == nil {
+		return nil
+	}
+	ctx := context.Background()
+	if s.m == nil {
+		m, err := t.reg.Register(ctx, s.c)
+		if err != nil {
+			return wrapRemote(err)
+		}
+		s.m = m
+	}
+	if _, err := s.m.Touch(ctx, s.c); err != nil {
+		return wrapRemote(err)
+	}
+	s.gen = t.reg.Gen()
+	s.epoch = t.epoch()
+	s.m.Pin()
+	return nil
+}
+
+// touch sends the compute node's heartbeat if one is due, from inside a
+// long operation (scan rounds, lock waits), so that a live node is not
+// judged dead while its operations wait. A failed heartbeat is caught by
+// lost at the operation's next check.
+func (s *session) touch() {
+	if s.m != nil {
+		_, _ = s.m.Touch(context.Background(), s.c)
+	}
+}
+
+// lost reports whether other compute nodes may have judged this one dead
+// since the operation pinned its epoch (registry.Node.Lost): their
+// reclamation may then have reused memory the operation read, so it must
+// not return, or publish a decision based on, anything it read before.
+// Checked right before an operation returns what it read and right before
+// it publishes a change decided on an unlocked read; the operation then
+// starts again with a new pin (renew).
+func (s *session) lost() bool {
+	return s.m != nil && s.t.reg.Lost(s.c.Now(), s.gen)
+}
+
+// renew ends a lost operation's pin and takes a new one.
+func (s *session) renew() error {
+	s.t.rstats.renewals.Add(1)
+	s.m.Unpin()
+	return s.begin()
+}
+
+// end ends the operation's pin and, every reclaimInterval of the compute
+// node, reclaims what no live node can still be reading. A failed Reclaim
+// changes nothing and is tried again at the next interval.
+func (s *session) end() {
+	if s.m == nil {
+		return
+	}
+	s.m.Unpin()
+	t := s.t
+	now := int64(s.c.Now())
+	last := t.lastReclaim.Load()
+	if now-last < int64(t.reg.Interval()) || !t.lastReclaim.CompareAndSwap(last, now) {
+		return
+	}
+	// A failed Reclaim (the pool closing) frees nothing and loses nothing:
+	// the limbo is kept for the next one.
+	_, _ = t.reg.Reclaim(context.Background(), s.c)
+}
+
+// reused reports whether a leaf read through cur, with meta word meta, may
+// be a later life of the leaf cur's slot named: born after the epoch the
+// slot word was read in (the cache entry's stamp for a cached slot, the
+// operation's start otherwise) and not confirmed by a second read of the
+// slot. The caller then reads the slot itself. A leaf freed while the slot
+// word was held was retired with a tag τ ≥ that epoch, and is reused only
+// by a compute node whose epoch is past τ, so its new life's birth is
+// later (I8). A leaf newly inserted during the operation, or by a compute
+// node whose epoch runs ahead, also costs that second read: harmless.
+func (s *session) reused(cur cursor, meta uint64) bool {
+	if s.t.reg == nil || cur.confirmed {
+		return false
+	}
+	ref := s.epoch
+	if cur.cached {
+		ref = s.entry.Epoch
+	}
+	if !bornAfter(metaBirth(meta), ref) {
+		return false
+	}
+	if cur.cached {
+		s.dropEntry()
+	}
+	return true
+}
+
+// retireLeaf hands a leaf that the operation unlinked and retired (I4) to
+// reclamation.
+func (s *session) retireLeaf(sl slot) {
+	if s.m != nil {
+		s.m.Retire(sl.addr(), classBytes(sl.leafClass()))
+		s.t.rstats.retired.Add(1)
+	}
+}
+
+// dropUnlinked gives back a leaf that was written but never linked (its
+// publishing CAS failed): no slot ever held its address, so no client, and
+// no cache, can know it, and it is free at once.
+func (s *session) dropUnlinked(a remote.Addr, class int) {
+	if s.m != nil {
+		_ = s.t.leaves.put(a, classBytes(class))
+	}
+}
+
+// allocLeaf allocates a leaf of class c for a slot on memory node mn: a
+// reclaimed leaf of that size on mn, else new memory near mn (allocNear),
+// else, when no memory node has room, a reclaimed leaf on any node.
+func (s *session) allocLeaf(ctx context.Context, mn, class int) (remote.Addr, error) {
+	n := classBytes(class)
+	a := s.t.leaves.take(mn, n)
+	if a.IsNil() {
+		var err error
+		if a, err = s.allocNear(ctx, mn, n); !errors.Is(err, remote.ErrOutOfMemory) {
+			return a, err
+		}
+		if a = s.t.leaves.take(-1, n); a.IsNil() {
+			return 0, err
+		}
+	}
+	s.t.rstats.reused.Add(1)
+	return a, nil
+}
+
+// leafPool holds a tree's reclaimed leaves by memory node and size. They
+// are reused only as leaves of the same size of the same tree, never as
+// another object: a stale cached slot that still names one then reaches
+// a leaf whose lock word is where it expects it, and what it finds there
+// fails validation (rev, birth) instead of being some other structure's
+// word that its lock CAS would change.
+type leafPool struct {
+	mu   sync.Mutex
+	free map[leafKey][]remote.Addr
+}
+
+type leafKey struct{ mn, size int }
+
+// put adds a leaf of size bytes at a to the pool.
+func (p *leafPool) put(a remote.Addr, size int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.free == nil {
+		p.free = make(map[leafKey][]remote.Addr)
+	}
+	k := leafKey{a.MN(), size}
+	p.free[k] = append(p.free[k], a)
+	return nil
+}
+
+// take removes and returns a leaf of size bytes on memory node mn (any
+// node if mn < 0), or nil.
+func (p *leafPool) take(mn, size int) remote.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, l := range p.free {
+		if k.size != size || (mn >= 0 && k.mn != mn) || len(l) == 0 {
+			continue
+		}
+		a := l[len(l)-1]
+		p.free[k] = l[:len(l)-1]
+		return a
+	}
+	return 0
+}
+
+// len returns the number of leaves in the pool.
+func (p *leafPool) len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.free {
+		n += len(l)
+	}
+	return n
+}
+
+// leaveRegistry closes the members of idle sessions and, if none is in use,
+// the node's membership. A membership left open (an operation still ran)
+// is judged dead by the others after a lease and stops counting.
+func (t *Tree) leaveRegistry() {
+	if t.reg == nil {
+		return
+	}
+	ctx := context.Background()
+	t.mu.Lock()
+	free := t.free
+	t.free = nil
+	t.mu.Unlock()
+	var c *remote.Client
+	for _, s := range free {
+		_ = s.m.Close(ctx, s.c)
+		c = s.c
+	}
+	if c != nil {
+		_ = t.reg.Close(ctx, c)
+	}
+}
