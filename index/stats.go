@@ -77,7 +77,7 @@ func (s Stats) Add(o Stats) Stats {
 		GlobalLocks: s.GlobalLocks + o.GlobalLocks, HandOvers: s.HandOvers + o.HandOvers,
 		LockCASFailures: s.LockCASFailures + o.LockCASFailures,
 		Delegated:       s.Delegated + o.Delegated, Combined: s.Combined + o.Combined,
-		Retired:         s.Retired + o.Retired, Reused: s.Reused + o.Reused, Renewals: s.Renewals + o.Renewals,
+		Retired: s.Retired + o.Retired, Reused: s.Reused + o.Reused, Renewals: s.Renewals + o.Renewals,
 	}
 }
 
