@@ -66,9 +66,11 @@ type Options struct {
 	// started (I8), so they stay correct.
 	Reclaim bool
 	// ReclaimInterval is how often a compute node of a Reclaim tree
-	// publishes its epoch and reclaims (default DefaultReclaimInterval):
-	// a retired leaf is reused a few intervals after its operation
-	// returned.
+	// publishes its epoch and reclaims (default DefaultReclaimInterval, at
+	// least MinReclaimInterval): a retired leaf is reused a few intervals
+	// after its operation returned. An operation that runs longer than five
+	// intervals without a heartbeat of its compute node starts again
+	// (I8), so the interval must be well above an operation's latency.
 	ReclaimInterval time.Duration
 }
 
@@ -77,6 +79,7 @@ const (
 	DefaultCacheBytes      = 64 << 20
 	DefaultRetryBudget     = 64
 	DefaultReclaimInterval = 10 * time.Millisecond
+	MinReclaimInterval     = 10 * time.Microsecond
 )
 
 // Release is how an in-place update of a leaf releases its rear lock

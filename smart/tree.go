@@ -94,6 +94,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = DefaultRetryBudget
 	}
+	if opts.ReclaimInterval < 0 || (opts.ReclaimInterval > 0 && opts.ReclaimInterval < MinReclaimInterval) {
+		return nil, fmt.Errorf("smart: Open: %w: Options.ReclaimInterval %v below %v", remote.ErrBadRequest, opts.ReclaimInterval, MinReclaimInterval)
+	}
 	if opts.Release > ReleaseRoundTrip {
 		return nil, fmt.Errorf("smart: Open: %w: unknown Options.Release %v", remote.ErrBadRequest, opts.Release)
 	}

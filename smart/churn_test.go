@@ -1,0 +1,39 @@
+package smart_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/internal/indextest"
+	"github.com/dmindex/dmindex/remote"
+	"github.com/dmindex/dmindex/smart"
+)
+
+// TestChurn: with Options.Reclaim, inserting and deleting the same keys,
+// with values alternating between size classes, reuses the retired leaves:
+// memory stays flat (without Reclaim the same run fills the pool).
+func TestChurn(t *testing.T) {
+	for _, opts := range []smart.Options{
+		{Reclaim: true, ReclaimInterval: time.Millisecond},
+		{Reclaim: true, ReclaimInterval: time.Millisecond, OutOfPlaceLeaves: true},
+	} {
+		name := "in-place"
+		if opts.OutOfPlaceLeaves {
+			name = "out-of-place"
+		}
+		t.Run(name, func(t *testing.T) {
+			indextest.RunChurn(t, indextest.Target{
+				Name: "smart-reclaim",
+				Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
+					o := opts
+					o.Name = n
+					return smart.Open(cn, o)
+				},
+				Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
+				MaxKeyLen:   smart.MaxKeyLen,
+				MaxValueLen: smart.MaxValueLen,
+			})
+		})
+	}
+}

@@ -1,0 +1,87 @@
+package smart
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/artcache"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// TestReclaimStaleCacheSeesNoGhost builds the hazard that birth epochs exist
+// for (I8): a cache entry still names the slot of a deleted key's leaf;
+// the leaf was reclaimed and is being reused by an insert of the same key
+// at the same slot that has written the leaf but not linked it (its CAS may
+// yet fail). The leaf then looks like the key's leaf through the stale
+// slot: the right key, valid, its reverse pointer naming that slot. A Get
+// must not return its value: the key is deleted until the insert links it.
+func TestReclaimStaleCacheSeesNoGhost(t *testing.T) {
+	ctx := context.Background()
+	tr, p := newTree(t, remote.Config{MemoryNodes: 1}, Options{Reclaim: true, ReclaimInterval: 20 * time.Microsecond})
+	defer p.Close()
+	key := func(i int) []byte { return fmt.Appendf(nil, "key-%03d", i) }
+	for i := range 100 {
+		if err := tr.Put(ctx, key(i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim := key(42)
+	if _, _, err := tr.Get(ctx, victim); err != nil { // caches the path
+		t.Fatal(err)
+	}
+	enc := appendEncoded(nil, victim)
+	e, idx, plen, ok := tr.cache.Lookup(enc)
+	if !ok || !slot(e.Slots[idx]).isLeaf() {
+		t.Fatalf("the victim's leaf slot is not cached (ok %v)", ok)
+	}
+	stale := artcache.NewEntry(e.Addr, e.Parent, e.Header, e.Slots, e.Level)
+	stale.Epoch = e.Epoch
+	sl := slot(e.Slots[idx])
+	slotAddr := nodeSlotAddr(remote.Addr(e.Addr), idx)
+
+	if found, err := tr.Delete(ctx, victim); err != nil || !found {
+		t.Fatalf("Delete = %v, %v", found, err)
+	}
+	// Operations of the compute node reclaim (one per interval) until the
+	// victim's leaf is free; take it, as an insert would.
+	size := classBytes(sl.leafClass())
+	var reusedAt remote.Addr
+	for i := 0; reusedAt.IsNil(); i++ {
+		if i == 10_000 {
+			t.Fatal("the deleted leaf was never reclaimed")
+		}
+		if _, _, err := tr.Get(ctx, key(i%100)); err != nil {
+			t.Fatal(err)
+		}
+		if a := tr.leaves.take(sl.addr().MN(), size); !a.IsNil() {
+			if a != sl.addr() {
+				t.Fatalf("reclaimed %v, not the victim's leaf %v", a, sl.addr())
+			}
+			reusedAt = a
+		}
+	}
+	if birth := tr.epoch(); !bornAfter(birth, stale.Epoch) {
+		t.Fatalf("epoch %d not after the cache entry's %d: reclamation without two epoch advances", birth, stale.Epoch)
+	}
+	// The insert's leaf image, written, not linked: the slot holds the
+	// victim's tombstone.
+	img := leafImage(nil, slotAddr, victim, []byte("ghost"), sl.leafClass(), tr.epoch())
+	c := p.NewComputeNode().NewClient()
+	if err := c.Write(ctx, reusedAt, img); err != nil {
+		t.Fatal(err)
+	}
+	// The cache still names the old slot value.
+	tr.cache.Insert(enc[:plen], stale)
+	if e, idx, _, ok := tr.cache.Lookup(enc); !ok || slot(e.Slots[idx]) != sl {
+		t.Fatal("could not put the stale entry back into the cache")
+	}
+	v, found, err := tr.Get(ctx, victim)
+	if err != nil || found {
+		t.Fatalf("Get of the deleted key through the stale cache = %q, %v, %v; want not found", v, found, err)
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
