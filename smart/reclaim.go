@@ -256,16 +256,21 @@ func (p *leafPool) take(mn, size int) remote.Addr {
 	return 0
 }
 
-// len returns the number of leaves in the pool.
-func (p *leafPool) len() int {
+// check returns an error wrapping ErrCorrupt if a leaf of the pool is in
+// linked (the leaves a Verify walk reached).
+func (p *leafPool) check(linked map[remote.Addr]bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
-	for _, l := range p.free {
-		n += len(l)
+	for k, l := range p.free {
+		for _, a := range l {
+			if linked[a] {
+				return corruptf("I8: leaf %v of %d bytes is free for reuse but linked", a, k.size)
+			}
+		}
 	}
-	return n
+	return nil
 }
+
 
 // leaveRegistry closes the members of idle sessions and, if none is in use,
 // the node's membership. A membership left open (an operation still ran)

@@ -2,7 +2,9 @@ package smart
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,5 +85,36 @@ func TestReclaimStaleCacheSeesNoGhost(t *testing.T) {
 	}
 	if err := tr.Verify(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVerifyLinkedFreeLeaf: Verify reports a leaf that is free for reuse
+// while a slot still links it (I8).
+func TestVerifyLinkedFreeLeaf(t *testing.T) {
+	ctx := context.Background()
+	tr, p := newTree(t, remote.Config{MemoryNodes: 1}, Options{Reclaim: true})
+	defer p.Close()
+	for i := range 100 {
+		if err := tr.Put(ctx, fmt.Appendf(nil, "key-%03d", i), []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := []byte("key-042")
+	if _, _, err := tr.Get(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e, idx, _, ok := tr.cache.Lookup(appendEncoded(nil, k))
+	if !ok {
+		t.Fatal("the key's slot is not cached")
+	}
+	sl := slot(e.Slots[idx])
+	if err := tr.leaves.put(sl.addr(), classBytes(sl.leafClass())); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Verify(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "I8: ") {
+		t.Fatalf("Verify with a linked leaf in the free pool: %v, want an I8 corruption", err)
 	}
 }

@@ -20,7 +20,8 @@ import (
 // no operation is in flight; it returns an error wrapping ErrCorrupt that
 // names the first violation and, where one applies, the invariant of
 // docs/smart-protocol.md it breaks ("I5: leaf …": a completing step of an
-// operation that returned is missing).
+// operation that returned is missing). With Options.Reclaim it also checks
+// that no leaf this compute node holds for reuse is linked (I8).
 func (t *Tree) Verify(ctx context.Context) error {
 	s, err := t.session()
 	if err != nil {
@@ -39,7 +40,10 @@ func (t *Tree) Verify(ctx context.Context) error {
 		return err
 	}
 	v := verifier{s: s, seen: make(map[remote.Addr]bool)}
-	return wrapRemote(v.node(ctx, root, nil))
+	if err := v.node(ctx, root, nil); err != nil {
+		return wrapRemote(err)
+	}
+	return t.leaves.check(v.seen)
 }
 
 type verifier struct {
