@@ -271,7 +271,6 @@ func (p *leafPool) check(linked map[remote.Addr]bool) error {
 	return nil
 }
 
-
 // leaveRegistry closes the members of idle sessions and, if none is in use,
 // the node's membership. A membership left open (an operation still ran)
 // is judged dead by the others after a lease and stops counting.
