@@ -25,6 +25,9 @@ type index struct {
 var indexes = map[string]index{
 	"smart":   {open: func() ycsb.Opener { return smartOpener(smart.Options{}) }, footprint: smartFootprint},
 	"sherman": {open: func() ycsb.Opener { return shermanOpener }, footprint: shermanFootprint},
+	// SMART reusing retired leaves (smart.Options.Reclaim), to measure
+	// what reclamation costs next to the paper's design.
+	"smart-reclaim": {open: func() ycsb.Opener { return smartOpener(smart.Options{Reclaim: true}) }, footprint: smartFootprint},
 }
 
 // lookup returns the named index.
