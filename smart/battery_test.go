@@ -91,10 +91,11 @@ func TestBatteryMixedOptions(t *testing.T) {
 
 // TestBatteryReclaim runs the battery's concurrent, linearizability and
 // simulator parts on trees that reclaim memory, with an interval short
-// enough (and so a lease short enough) that leaves are reused while other
-// clients still hold cached slots naming them, and that compute nodes are
-// judged dead by the others while they work and must renew their pins
-// (I8). Each run must have reused leaves, or it proved nothing.
+// enough (and so a lease short enough: 2 ms) that leaves are reused while
+// other clients still hold cached slots naming them, and that compute
+// nodes stalled by the scheduler are judged dead by the others and must
+// renew their pins (I8). Each run must have reused leaves, or it proved
+// nothing.
 func TestBatteryReclaim(t *testing.T) {
 	variants := map[string]smart.Options{
 		"default":                 {},
@@ -108,7 +109,7 @@ func TestBatteryReclaim(t *testing.T) {
 				Name: "smart-reclaim-" + name,
 				Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
 					o := opts
-					o.Name, o.Reclaim, o.ReclaimInterval = n, true, 20*time.Microsecond
+					o.Name, o.Reclaim, o.ReclaimInterval = n, true, 200*time.Microsecond
 					tr, err := smart.Open(cn, o)
 					if err == nil {
 						mu.Lock()

@@ -1,6 +1,7 @@
 package smart
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -116,5 +117,97 @@ func TestVerifyLinkedFreeLeaf(t *testing.T) {
 	}
 	if err := tr.Verify(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "I8: ") {
 		t.Fatalf("Verify with a linked leaf in the free pool: %v, want an I8 corruption", err)
+	}
+}
+
+// TestReclaimScanAcrossLostLease: a scan whose consumer pauses longer than
+// the lease between pairs is judged dead by the other compute node, which
+// meanwhile inserts and deletes keys between the stable ones (reusing their
+// leaves). The scan must notice (Renewals), continue after the last pair it
+// yielded, and still yield every stable key once, every key in order. (The
+// birth rule alone keeps this scan's pairs right; the test checks that the
+// renewal happens and that resuming loses and repeats nothing.)
+func TestReclaimScanAcrossLostLease(t *testing.T) {
+	ctx := context.Background()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	opts := Options{Reclaim: true, ReclaimInterval: 100 * time.Microsecond} // lease 1 ms
+	scanner, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	churner, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stable := func(i int) []byte { return fmt.Appendf(nil, "s-%03d", i) }
+	churn := func(i int) []byte { return fmt.Appendf(nil, "s-%03d-c", i) }
+	for i := range 40 {
+		if err := scanner.Put(ctx, stable(i), []byte("stable")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for r := 0; ; r++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			k := churn(r % 40)
+			if err := churner.Put(ctx, k, []byte("churn")); err != nil {
+				done <- err
+				return
+			}
+			if _, err := churner.Delete(ctx, k); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	var last []byte
+	var stables [][]byte
+	for kv, err := range scanner.Scan(ctx, nil, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last != nil && bytes.Compare(kv.Key, last) <= 0 {
+			t.Fatalf("key %q after %q: out of order (a reused leaf taken for the one the frontier named?)", kv.Key, last)
+		}
+		last = kv.Key
+		if !bytes.HasSuffix(kv.Key, []byte("-c")) {
+			stables = append(stables, kv.Key)
+		} else if !bytes.Equal(kv.Value, []byte("churn")) {
+			t.Fatalf("churned key %q with value %q", kv.Key, kv.Value)
+		}
+		time.Sleep(3 * time.Millisecond) // three leases of the churner's clock
+	}
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(stables) != 40 {
+		t.Fatalf("scan yielded %d stable keys, want 40: %q", len(stables), stables)
+	}
+	for i, k := range stables {
+		if !bytes.Equal(k, stable(i)) {
+			t.Fatalf("pair %d: key %q, want %q", i, k, stable(i))
+		}
+	}
+	st, ch := scanner.Stats(), churner.Stats()
+	t.Logf("scanner: %v; churner: %v", st, ch)
+	if st.Renewals == 0 || ch.Reused == 0 {
+		t.Fatalf("renewals %d, leaves reused %d: the scan was never judged dead while leaves were reused", st.Renewals, ch.Reused)
+	}
+	for _, tr := range []*Tree{scanner, churner} {
+		if err := tr.Verify(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

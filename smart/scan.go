@@ -136,11 +136,15 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 	if err := sc.start(ctx); err != nil {
 		return err
 	}
+	resumes := 0 // in a row, without a pair yielded in between
 	for len(sc.front) > 0 {
 		if sc.s.lost() {
 			// Other compute nodes may have reused leaves the frontier
 			// names (I8): continue after the last pair yielded, from the
 			// root, with a new pin.
+			if resumes++; resumes > sc.s.t.retryBudget {
+				return fmt.Errorf("%w: scan: the compute node's lease was lost %d times in a row (operations slower than half of 10 × ReclaimInterval?)", ErrContention, resumes-1)
+			}
 			if err := sc.resume(ctx); err != nil {
 				return err
 			}
@@ -154,7 +158,7 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 			}
 			sc.last = kv.Key
 			sc.front = sc.front[1:]
-			yielded = true
+			yielded, resumes = true, 0
 		}
 		if yielded {
 			// Streaming leaves: read further ahead. While descending to the
