@@ -2,8 +2,11 @@ package sherman
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dmindex/dmindex/remote"
 )
 
 // entryGeometries are the geometries whose leaf entry encoding the tests
@@ -223,4 +226,65 @@ func FuzzLeafEntry(f *testing.F) {
 			t.Fatalf("entry of version %d validates for version %d", v, v+1+uint32(pos))
 		}
 	})
+}
+
+// TestEntryWriteBytes checks that an update and a delete write exactly the
+// entry's bytes, at slots that start and end inside 8-byte words, plus the
+// 8-byte unlock, and that every other byte of the leaf keeps its value.
+func TestEntryWriteBytes(t *testing.T) {
+	ctx := context.Background()
+	tr := openTree(t, newPool(t, remote.Config{}), Options{KeySize: 8, ValueSize: 8, Span: 8})
+	for i := range uint64(5) {
+		if err := tr.Put(ctx, ikey(i), ikey(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.release(s)
+	leaf := tr.root.Load().addr
+	read := func() page {
+		t.Helper()
+		p, err := s.read(ctx, leaf, 0, make([]byte, tr.g.pageBytes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	before := read()
+	upd, _ := before.findLeaf(ikey(2))
+	del, _ := before.findLeaf(ikey(3))
+	if tr.g.entryOffset(upd)%8 == 0 && tr.g.entryOffset(del)%8 == 0 {
+		t.Fatalf("slots %d and %d are word-aligned: the test needs unaligned entries", upd, del)
+	}
+	for _, op := range []func() error{
+		func() error { return tr.Put(ctx, ikey(2), []byte("new")) },
+		func() error { _, err := tr.Delete(ctx, ikey(3)); return err },
+	} {
+		io := tr.cn.Stats()
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+		if w := tr.cn.Stats().Sub(io).WriteBytes; w != uint64(tr.g.leafEntry+8) {
+			t.Errorf("entry write moved %d bytes, want the %d of an entry and 8 of the unlock", w, tr.g.leafEntry)
+		}
+	}
+	after := read()
+	for i := range tr.g.leafBytes {
+		slot := (i - tr.g.leafHdr) / tr.g.leafEntry
+		if i >= tr.g.leafHdr && (slot == upd || slot == del) {
+			continue
+		}
+		if before.b[i] != after.b[i] {
+			t.Fatalf("byte %d (outside slots %d and %d) changed", i, upd, del)
+		}
+	}
+	if k, v := after.leafKV(upd); !bytes.Equal(k, ikey(2)) || string(v) != "new" {
+		t.Errorf("updated slot holds %x→%x", k, v)
+	}
+	if k, _ := after.leafKV(del); k != nil {
+		t.Errorf("deleted slot holds %x", k)
+	}
 }
