@@ -135,7 +135,7 @@ func (c *cache) successors(low []byte, next remote.Addr, n int, hi []byte) ([]re
 // add caches a copy of the valid level-1 page p read at addr. A cached copy
 // of the same page at the same or a newer version is kept instead.
 func (c *cache) add(addr remote.Addr, p page) {
-	n := p.g.hdr + p.count()*p.g.innerEntry
+	n := p.g.innerHdr + p.count()*p.g.innerEntry
 	cp := page{p.g, bytes.Clone(p.b[:n])}
 	e := &centry{addr: addr, p: cp, low: cp.low(), high: cp.high(), highInf: cp.highInf()}
 	c.mu.Lock()

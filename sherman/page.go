@@ -29,26 +29,34 @@ type page struct {
 	b []byte
 }
 
-func (p page) info() uint64          { return le.Uint64(p.b[offInfo:]) }
-func (p page) version() uint32       { return uint32(p.info()) }
-func (p page) level() int            { return int(p.info() >> 32 & 0xff) }
-func (p page) flags() uint8          { return uint8(p.info() >> 40) }
-func (p page) count() int            { return int(p.info() >> 48) }
-func (p page) sibling() remote.Addr  { return remote.Addr(le.Uint64(p.b[offSibling:])) }
-func (p page) leftmost() remote.Addr { return remote.Addr(le.Uint64(p.b[offLeftmost:])) }
-func (p page) isLeaf() bool          { return p.level() == 0 }
-func (p page) highInf() bool         { return p.flags()&flagHighInf != 0 }
+func (p page) info() uint64         { return le.Uint64(p.b[offInfo:]) }
+func (p page) version() uint32      { return uint32(p.info()) }
+func (p page) level() int           { return int(p.info() >> 32 & 0xff) }
+func (p page) flags() uint8         { return uint8(p.info() >> 40) }
+func (p page) count() int           { return int(p.info() >> 48) }
+func (p page) sibling() remote.Addr { return remote.Addr(le.Uint64(p.b[offSibling:])) }
+func (p page) isLeaf() bool         { return p.level() == 0 }
+func (p page) highInf() bool        { return p.flags()&flagHighInf != 0 }
+
+// leftmost returns an internal page's child for keys below its first entry;
+// leaves have none (0).
+func (p page) leftmost() remote.Addr {
+	if p.isLeaf() {
+		return 0
+	}
+	return remote.Addr(le.Uint64(p.b[p.g.leafHdr:]))
+}
 
 // low returns the low fence; an empty fence is -inf.
 func (p page) low() []byte {
-	n := int(p.b[offFences])
+	n := int(p.b[offLowLen])
 	return p.b[offLow : offLow+n]
 }
 
 // high returns the high fence (meaningless if highInf).
 func (p page) high() []byte {
-	n := int(p.b[offFences+1])
-	o := offLow + p.g.kp
+	n := int(p.b[offHighLen])
+	o := offLow + p.g.keySize
 	return p.b[o : o+n]
 }
 
@@ -76,14 +84,14 @@ func (p page) reaches(hi []byte) bool {
 // valid reports whether the bytes form a consistent page: lengths in range,
 // the header (and for internal pages, the entries) matching its check, and
 // for leaves every entry matching its version-salted check. A torn read of a
-// page fails valid with overwhelming probability.
+// page fails valid except with the probabilities of
+// docs/sherman-layout.md; valid never panics on arbitrary bytes.
 func (p page) valid() bool {
 	g := p.g
-	if len(p.b) < g.hdr {
+	if len(p.b) < g.leafHdr {
 		return false
 	}
-	lowLen, highLen := int(p.b[offFences]), int(p.b[offFences+1])
-	if lowLen > g.keySize || highLen > g.keySize || le.Uint64(p.b[offFences:])>>16 != 0 {
+	if int(p.b[offLowLen]) > g.keySize || int(p.b[offHighLen]) > g.keySize {
 		return false
 	}
 	lvl, n := p.level(), p.count()
@@ -91,7 +99,7 @@ func (p page) valid() bool {
 		return false
 	}
 	if lvl == 0 {
-		if n != 0 || p.leftmost() != 0 || farm.Hash64(p.b[offInfo:g.hdr]) != le.Uint64(p.b[offCheck:]) {
+		if n != 0 || farm.Hash64(p.b[offInfo:g.leafHdr]) != le.Uint64(p.b[offCheck:]) {
 			return false
 		}
 		v := p.version()
@@ -105,36 +113,37 @@ func (p page) valid() bool {
 	if n > g.innerSpan || p.leftmost() == 0 {
 		return false
 	}
-	end := g.hdr + n*g.innerEntry
+	end := g.innerHdr + n*g.innerEntry
 	if farm.Hash64(p.b[offInfo:end]) != le.Uint64(p.b[offCheck:]) {
 		return false
 	}
 	for i := range n {
-		if kl := int(p.b[g.hdr+i*g.innerEntry]); kl == 0 || kl > g.keySize {
+		if kl := int(p.b[g.innerHdr+i*g.innerEntry]); kl == 0 || kl > g.keySize {
 			return false
 		}
 	}
 	return true
 }
 
+// entryOffset returns the byte offset of leaf slot i in the page.
+func (g *geometry) entryOffset(i int) int { return g.leafHdr + i*g.leafEntry }
+
 // entry returns the bytes of leaf slot i.
 func (p page) entry(i int) []byte {
-	o := p.g.hdr + i*p.g.leafEntry
+	o := p.g.entryOffset(i)
 	return p.b[o : o+p.g.leafEntry]
 }
 
-// entryOffset returns the byte offset of leaf slot i in the page.
-func (g *geometry) entryOffset(i int) int { return g.hdr + i*g.leafEntry }
-
 // leafKV returns the key and value of leaf slot i (nil key: free slot).
 func (p page) leafKV(i int) (key, value []byte) {
+	g := p.g
 	e := p.entry(i)
-	kl := int(e[4])
+	kl, vl, _ := g.meta(e)
 	if kl == 0 {
 		return nil, nil
 	}
-	vl := int(le.Uint16(e[6:]))
-	return e[8 : 8+kl], e[8+p.g.kp : 8+p.g.kp+vl]
+	k := e[g.metaBytes:]
+	return k[:kl], k[g.keySize : g.keySize+vl]
 }
 
 // findLeaf returns the slot holding key (or -1) and the first free slot (or
@@ -157,13 +166,13 @@ func (p page) findLeaf(key []byte) (slot, free int) {
 
 // innerKey returns the key of internal entry i.
 func (p page) innerKey(i int) []byte {
-	o := p.g.hdr + i*p.g.innerEntry
-	return p.b[o+8 : o+8+int(p.b[o])]
+	o := p.g.innerHdr + i*p.g.innerEntry
+	return p.b[o+1 : o+1+int(p.b[o])]
 }
 
 // innerChild returns the child of internal entry i.
 func (p page) innerChild(i int) remote.Addr {
-	o := p.g.hdr + i*p.g.innerEntry + 8 + p.g.kp
+	o := p.g.innerHdr + i*p.g.innerEntry + 1 + p.g.keySize
 	return remote.Addr(le.Uint64(p.b[o:]))
 }
 
@@ -190,36 +199,52 @@ func (p page) route(key []byte) remote.Addr {
 	return p.leftmost()
 }
 
-// entryCheck computes the check of a leaf entry: the low 32 bits of a hash of
-// its bytes after the check field, seeded with the page version, so that an
-// entry of another version of the page never validates.
-func entryCheck(e []byte, version uint32) uint32 {
-	return uint32(farm.Hash64WithSeed(e[4:], uint64(version)))
+// meta decodes the meta field of leaf entry e: the key and value lengths
+// (unchecked) and the stored check.
+func (g *geometry) meta(e []byte) (keyLen, valLen int, check uint64) {
+	var w [8]byte
+	copy(w[:], e[:g.metaBytes])
+	m := le.Uint64(w[:])
+	return int(m & (1<<g.keyBits - 1)), int(m >> g.keyBits & (1<<(g.lenBits-g.keyBits) - 1)), m >> g.lenBits
 }
 
-// entryValid reports whether leaf entry e is consistent for page version v.
+// entryCheck computes the check of a leaf entry with the given lengths and
+// key and value bytes kv (both zero-padded fields): checkBits bits of a hash
+// of kv seeded with the page version and the lengths, so that an entry of
+// another version of the page, or a mixture of two versions of one entry,
+// validates only by a chance of 2^-checkBits.
+func (g *geometry) entryCheck(keyLen, valLen int, kv []byte, version uint32) uint64 {
+	lens := uint64(keyLen) | uint64(valLen)<<g.keyBits
+	return farm.Hash64WithSeeds(kv, uint64(version), lens) >> (64 - g.checkBits)
+}
+
+// entryValid reports whether leaf entry e is consistent for page version v:
+// lengths in range (a free slot has both zero) and the check matching.
 func (g *geometry) entryValid(e []byte, v uint32) bool {
-	kl, vl := int(e[4]), int(le.Uint16(e[6:]))
-	if kl > g.keySize || vl > g.valueSize || e[5] != 0 || (kl == 0 && vl != 0) {
+	kl, vl, check := g.meta(e)
+	if kl > g.keySize || vl > g.valueSize || (kl == 0 && vl != 0) {
 		return false
 	}
-	return le.Uint32(e) == entryCheck(e, v)
+	return check == g.entryCheck(kl, vl, e[g.metaBytes:], v)
 }
 
-// putEntry encodes a leaf entry (nil key: a free slot) into e for page
-// version v.
+// putEntry encodes a leaf entry (nil key and value: a free slot) into e,
+// which must be leafEntry bytes, for page version v. key and value must fit
+// the geometry.
 func (g *geometry) putEntry(e []byte, v uint32, key, value []byte) {
 	clear(e)
-	if key != nil {
-		e[4] = byte(len(key))
-		le.PutUint16(e[6:], uint16(len(value)))
-		copy(e[8:], key)
-		copy(e[8+g.kp:], value)
-	}
-	le.PutUint32(e, entryCheck(e, v))
+	kv := e[g.metaBytes:]
+	copy(kv, key)
+	copy(kv[g.keySize:], value)
+	kl, vl := len(key), len(value)
+	m := uint64(kl) | uint64(vl)<<g.keyBits | g.entryCheck(kl, vl, kv, v)<<g.lenBits
+	var w [8]byte
+	le.PutUint64(w[:], m)
+	copy(e[:g.metaBytes], w[:])
 }
 
-// putHeader encodes h into b, leaving the check for the caller.
+// putHeader encodes h into b, leaving the check for the caller. The
+// leftmost child is written for internal pages only.
 func (g *geometry) putHeader(b []byte, h *header, count int) {
 	var flags uint64
 	if h.highInf {
@@ -227,12 +252,14 @@ func (g *geometry) putHeader(b []byte, h *header, count int) {
 	}
 	le.PutUint64(b[offInfo:], uint64(h.version)|uint64(h.level)<<32|flags<<40|uint64(count)<<48)
 	le.PutUint64(b[offSibling:], uint64(h.sibling))
-	le.PutUint64(b[offLeftmost:], uint64(h.leftmost))
-	b[offFences] = byte(len(h.low))
-	copy(b[offLow:offLow+g.kp], h.low)
+	b[offLowLen] = byte(len(h.low))
+	copy(b[offLow:offLow+g.keySize], h.low)
 	if !h.highInf {
-		b[offFences+1] = byte(len(h.high))
-		copy(b[offLow+g.kp:offLow+2*g.kp], h.high)
+		b[offHighLen] = byte(len(h.high))
+		copy(b[offLow+g.keySize:g.leafHdr], h.high)
+	}
+	if h.level > 0 {
+		le.PutUint64(b[g.leafHdr:], uint64(h.leftmost))
 	}
 }
 
@@ -245,7 +272,7 @@ func (g *geometry) encodeLeaf(b []byte, h *header, kvs []kv) {
 	b = b[:g.leafBytes]
 	clear(b)
 	g.putHeader(b, h, 0)
-	le.PutUint64(b[offCheck:], farm.Hash64(b[offInfo:g.hdr]))
+	le.PutUint64(b[offCheck:], farm.Hash64(b[offInfo:g.leafHdr]))
 	p := page{g, b}
 	for i := range g.leafSpan {
 		if i < len(kvs) {
@@ -269,12 +296,12 @@ func (g *geometry) encodeInner(b []byte, h *header, seps []sep) {
 	clear(b)
 	g.putHeader(b, h, len(seps))
 	for i, s := range seps {
-		o := g.hdr + i*g.innerEntry
+		o := g.innerHdr + i*g.innerEntry
 		b[o] = byte(len(s.key))
-		copy(b[o+8:], s.key)
-		le.PutUint64(b[o+8+g.kp:], uint64(s.child))
+		copy(b[o+1:], s.key)
+		le.PutUint64(b[o+1+g.keySize:], uint64(s.child))
 	}
-	end := g.hdr + len(seps)*g.innerEntry
+	end := g.innerHdr + len(seps)*g.innerEntry
 	le.PutUint64(b[offCheck:], farm.Hash64(b[offInfo:end]))
 }
 

@@ -26,22 +26,39 @@ func testGeometry(t testing.TB, o Options) *geometry {
 	return &g
 }
 
+// TestGeometry pins the page sizes of docs/sherman-layout.md's Geometry
+// table, and the two fidelity bounds of the compact layout: an 8-byte-key,
+// 8-byte-value leaf of span 32 within 10% of upstream Sherman's 623 bytes,
+// and the SMART §4.3.1 leaf (32-byte keys, 64-byte values) within 10% of the
+// paper's 32.1x read amplification of a 96-byte item.
 func TestGeometry(t *testing.T) {
 	for _, c := range []struct {
 		o                     Options
+		checkBits             int
 		leafSpan, innerSpan   int
 		leafBytes, innerBytes int
 	}{
-		{Options{}, 32, 32, 104 + 32*104, 104 + 32*48},
-		{Options{KeySize: 8, ValueSize: 8}, 32, 32, 56 + 32*24, 56 + 32*24},
-		{Options{KeySize: 8, ValueSize: 8, PageBytes: 1024}, 40, 40, 56 + 40*24, 56 + 40*24},
-		{Options{KeySize: 3, ValueSize: 1, Span: 4}, 4, 4, 56 + 4*24, 56 + 4*24},
+		{Options{}, 27, 32, 32, 90 + 32*101, 98 + 32*41},
+		{Options{KeySize: 8, ValueSize: 8}, 24, 32, 32, 42 + 32*20, 50 + 32*17},
+		{Options{KeySize: 8, ValueSize: 8, PageBytes: 1024}, 24, 49, 57, 42 + 49*20, 50 + 57*17},
+		{Options{KeySize: 3, ValueSize: 1, Span: 4}, 29, 4, 4, 32 + 4*8, 40 + 4*12},
+		{Options{KeySize: 16, ValueSize: 16, Span: 8}, 30, 8, 8, 58 + 8*37, 66 + 8*25},
+		{Options{KeySize: MaxKeyLen, ValueSize: MaxValueLen, Span: 4}, 27, 4, 4, 536 + 4*4357, 544 + 4*264},
 	} {
 		g := testGeometry(t, c.o)
-		if g.leafSpan != c.leafSpan || g.innerSpan != c.innerSpan || g.leafBytes != c.leafBytes ||
-			g.innerBytes != c.innerBytes || g.pageBytes%lineBytes != 0 || g.pageBytes < max(g.leafBytes, g.innerBytes) {
+		if g.checkBits != c.checkBits || g.checkBits < minCheckBits || g.leafSpan != c.leafSpan ||
+			g.innerSpan != c.innerSpan || g.leafBytes != c.leafBytes || g.innerBytes != c.innerBytes ||
+			g.pageBytes%lineBytes != 0 || g.pageBytes < max(g.leafBytes, g.innerBytes) {
 			t.Errorf("%+v: geometry %+v", c.o, *g)
 		}
+	}
+	const upstreamLeaf, paperAmplification, item = 623, 32.1, 96
+	if g := testGeometry(t, Options{KeySize: 8, ValueSize: 8}); g.leafBytes > upstreamLeaf*11/10 {
+		t.Errorf("8-byte leaf of span 32: %d bytes, upstream's is %d", g.leafBytes, upstreamLeaf)
+	}
+	if g := testGeometry(t, Options{}); float64(g.leafBytes)/item > paperAmplification*1.1 {
+		t.Errorf("SMART §4.3.1 leaf: %d bytes, %.1fx a %d-byte item; the paper reports %.1fx",
+			g.leafBytes, float64(g.leafBytes)/item, item, paperAmplification)
 	}
 }
 
@@ -142,7 +159,7 @@ func TestTornPagesDetected(t *testing.T) {
 	// page's entries beyond its count are not part of it.
 	used := func(b []byte) []byte {
 		if p := (page{g, b}); !p.isLeaf() {
-			return b[:g.hdr+p.count()*g.innerEntry]
+			return b[:g.innerHdr+p.count()*g.innerEntry]
 		}
 		return b
 	}
@@ -228,7 +245,7 @@ func TestTornLeafNeverAbsent(t *testing.T) {
 	slot, _ := leaf.findLeaf(ikey(3))
 	torn := bytes.Clone(good)
 	e := page{&tr.g, torn}.entry(slot)
-	e[8+tr.g.kp] ^= 1 // the value changed, the check did not: a torn entry
+	e[tr.g.metaBytes+tr.g.keySize] ^= 1 // the value changed, the check did not: a torn entry
 	if err := s.c.Write(ctx, root, torn); err != nil {
 		t.Fatal(err)
 	}

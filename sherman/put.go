@@ -230,7 +230,7 @@ func (s *session) insertSep(ctx context.Context, level int, key []byte, child, h
 		if len(seps) <= g.innerSpan {
 			hd.version++
 			g.encodeInner(s.buf[1], &hd, seps)
-			n := g.hdr + len(seps)*g.innerEntry
+			n := g.innerHdr + len(seps)*g.innerEntry
 			return s.unlock(ctx, h.held, remote.Write(a, s.buf[1][:n]))
 		}
 		// Split: the middle separator moves up; its child becomes the new

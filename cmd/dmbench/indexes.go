@@ -87,25 +87,25 @@ func shermanOpener(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (smart.Index, e
 }
 
 // shermanFootprint is Sherman's memory use with span 32: leaves hold
-// entries of 8 bytes plus the padded key and value and are about two
-// thirds full after a random load (measured: 42 bytes per record for 8-byte
-// keys and values, 6292 for 4096-byte values); the cache holds level-1
-// pages, one per about 430 records. A compute node holds the local lock
-// table (32768 entries of about 40 bytes per memory node, one per global
-// lock word of the on-chip region); a client three page buffers.
+// entries of at most 6 bytes of metadata plus the key and value at their
+// maximum sizes, and are about two thirds full after a random load
+// (docs/sherman-layout.md); the cache holds level-1 pages, one per about
+// 430 records. A compute node holds the local lock table (32768 entries of
+// about 40 bytes per memory node, one per global lock word of the on-chip
+// region); a client three page buffers.
 func shermanFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
 	const span = sherman.DefaultSpan
-	pad := func(n int) int64 { return int64(n+7) &^ 7 }
-	k, v := pad(cfg.KeySize), pad(cfg.ValueSize)
-	leaf := 64 + 2*k + span*(8+k+v)
-	inner := 64 + 2*k + span*(16+k)
+	k, v := int64(cfg.KeySize), int64(cfg.ValueSize)
+	entry := 6 + k + v
+	leaf := 26 + 2*k + span*entry
+	inner := 34 + 2*k + span*(9+k)
 	cache := cfg.CacheBytes
 	if cache == 0 {
 		cache = sherman.DefaultCacheBytes
 	}
 	return ycsb.Footprint{
 		MaxKeyLen: sherman.MaxKeyLen, MaxValueLen: sherman.MaxValueLen,
-		RecordBytes:         (8+k+v)*8/5 + 4,
+		RecordBytes:         entry*8/5 + 4,
 		CacheBytes:          max(cache, 0),
 		CacheBytesPerRecord: 16 + inner/430,
 		ComputeNodeBytes:    int64(cfg.MemoryNodes)*(remote.DefaultOnChipBytes/8)*40 + 64<<10,
