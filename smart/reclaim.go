@@ -105,10 +105,11 @@ func (s *session) begin() error {
 	return nil
 }
 
-// touch sends the compute node's heartbeat if one is due, from inside a
-// long operation (scan rounds, lock waits), so that a live node is not
-// judged dead while its operations wait. A failed heartbeat is caught by
-// lost at the operation's next check.
+// touch sends the compute node's heartbeat if one is due, from inside an
+// operation (before its round trips, scan rounds, lock waits), so that a
+// live node is not judged dead while its operations work or wait, however
+// long they take. It costs a clock read when no heartbeat is due. A
+// failed heartbeat is caught by lost at the operation's next check.
 func (s *session) touch() {
 	if s.m != nil {
 		_, _ = s.m.Touch(context.Background(), s.c)
@@ -285,7 +286,9 @@ func (t *Tree) leaveRegistry() {
 	t.mu.Unlock()
 	var c *remote.Client
 	for _, s := range free {
-		_ = s.m.Close(ctx, s.c)
+		if s.m != nil { // nil: the session Open used, or a failed begin
+			_ = s.m.Close(ctx, s.c)
+		}
 		c = s.c
 	}
 	if c != nil {

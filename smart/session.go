@@ -177,12 +177,14 @@ func (s *session) batch() []remote.Op { return s.ops[:0] }
 // do executes ops as one round trip and keeps the slice for reuse.
 func (s *session) do(ctx context.Context, ops []remote.Op) error {
 	s.ops = ops
+	s.touch()
 	return s.c.Do(ctx, ops)
 }
 
 // readWord reads one 8-byte word.
 func (s *session) readWord(ctx context.Context, a remote.Addr) (uint64, error) {
 	s.nodeReads++
+	s.touch()
 	if err := s.c.Read(ctx, a, s.word[:]); err != nil {
 		return 0, err
 	}
@@ -193,6 +195,7 @@ func (s *session) readWord(ctx context.Context, a remote.Addr) (uint64, error) {
 func (s *session) readLeaf(ctx context.Context, sl slot) (leafView, leafState, error) {
 	n := classBytes(sl.leafClass())
 	s.leafBuf = grow(s.leafBuf, n)
+	s.touch()
 	if err := s.c.Read(ctx, sl.addr(), s.leafBuf); err != nil {
 		return leafView{}, 0, err
 	}
