@@ -91,11 +91,12 @@ func TestBatteryMixedOptions(t *testing.T) {
 
 // TestBatteryReclaim runs the battery's concurrent, linearizability and
 // simulator parts on trees that reclaim memory, with an interval short
-// enough (and so a lease short enough: 2 ms) that leaves are reused while
-// other clients still hold cached slots naming them, and that compute
-// nodes stalled by the scheduler are judged dead by the others and must
-// renew their pins (I8). Each run must have reused leaves, or it proved
-// nothing.
+// enough that leaves are reused while other clients still hold cached
+// slots naming them, and that compute nodes are judged dead by the others
+// and must renew their pins (I8): 1 ms in real time (a 10 ms lease, which
+// compute nodes stalled by the scheduler under -race still overrun), 20 µs
+// in the simulator's virtual time (a 200 µs lease that long operations
+// overrun). Each run must have reused leaves, or it proved nothing.
 func TestBatteryReclaim(t *testing.T) {
 	variants := map[string]smart.Options{
 		"default":                 {},
@@ -109,7 +110,10 @@ func TestBatteryReclaim(t *testing.T) {
 				Name: "smart-reclaim-" + name,
 				Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
 					o := opts
-					o.Name, o.Reclaim, o.ReclaimInterval = n, true, 200*time.Microsecond
+					o.Name, o.Reclaim, o.ReclaimInterval = n, true, time.Millisecond
+					if cn.Pool().Config().Sim != nil {
+						o.ReclaimInterval = 20 * time.Microsecond // virtual time: no scheduler stalls
+					}
 					tr, err := smart.Open(cn, o)
 					if err == nil {
 						mu.Lock()
