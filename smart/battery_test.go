@@ -12,19 +12,25 @@ import (
 	"github.com/dmindex/dmindex/smart"
 )
 
-// TestBattery runs the contract battery every index must pass.
-func TestBattery(t *testing.T) {
-	indextest.Run(t, indextest.Target{
-		Name: "smart",
-		Open: func(cn *remote.ComputeNode, name string) (smart.Index, error) {
-			return smart.Open(cn, smart.Options{Name: name})
+// target describes SMART opened with opts (Name replaced) to the module's
+// index battery.
+func target(name string, opts smart.Options) indextest.Target {
+	return indextest.Target{
+		Name: name,
+		Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
+			o := opts
+			o.Name = n
+			return smart.Open(cn, o)
 		},
-		Verify: func(ctx context.Context, idx smart.Index) error {
-			return idx.(*smart.Tree).Verify(ctx)
-		},
+		Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
 		MaxKeyLen:   smart.MaxKeyLen,
 		MaxValueLen: smart.MaxValueLen,
-	})
+	}
+}
+
+// TestBattery runs the contract battery every index must pass.
+func TestBattery(t *testing.T) {
+	indextest.Run(t, target("smart", smart.Options{}))
 }
 
 // TestBatteryVariants runs the battery's core against each protocol switch
@@ -43,17 +49,7 @@ func TestBatteryVariants(t *testing.T) {
 	}
 	for name, opts := range variants {
 		t.Run(name, func(t *testing.T) {
-			tg := indextest.Target{
-				Name: "smart-" + name,
-				Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
-					o := opts
-					o.Name = n
-					return smart.Open(cn, o)
-				},
-				Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
-				MaxKeyLen:   smart.MaxKeyLen,
-				MaxValueLen: smart.MaxValueLen,
-			}
+			tg := target("smart-"+name, opts)
 			indextest.RunOracle(t, tg)
 			indextest.RunConcurrent(t, tg)
 			indextest.RunLinearizable(t, tg)
@@ -74,16 +70,11 @@ func TestBatteryMixedOptions(t *testing.T) {
 		{NoWriteCombining: true, HashCache: true, Release: smart.ReleaseSecondWrite},
 		{CacheBytes: -1, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip},
 	}
-	tg := indextest.Target{
-		Name: "smart-mixed",
-		Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
-			o := local[cn.ID()%len(local)]
-			o.Name = n
-			return smart.Open(cn, o)
-		},
-		Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
-		MaxKeyLen:   smart.MaxKeyLen,
-		MaxValueLen: smart.MaxValueLen,
+	tg := target("smart-mixed", smart.Options{})
+	tg.Open = func(cn *remote.ComputeNode, n string) (smart.Index, error) {
+		o := local[cn.ID()%len(local)]
+		o.Name = n
+		return smart.Open(cn, o)
 	}
 	indextest.RunConcurrent(t, tg)
 	indextest.RunLinearizable(t, tg)
@@ -106,25 +97,20 @@ func TestBatteryReclaim(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var mu sync.Mutex
 			var trees []*smart.Tree
-			tg := indextest.Target{
-				Name: "smart-reclaim-" + name,
-				Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
-					o := opts
-					o.Name, o.Reclaim, o.ReclaimInterval = n, true, time.Millisecond
-					if cn.Pool().Config().Sim != nil {
-						o.ReclaimInterval = 20 * time.Microsecond // virtual time: no scheduler stalls
-					}
-					tr, err := smart.Open(cn, o)
-					if err == nil {
-						mu.Lock()
-						trees = append(trees, tr)
-						mu.Unlock()
-					}
-					return tr, err
-				},
-				Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
-				MaxKeyLen:   smart.MaxKeyLen,
-				MaxValueLen: smart.MaxValueLen,
+			tg := target("smart-reclaim-"+name, opts)
+			tg.Open = func(cn *remote.ComputeNode, n string) (smart.Index, error) {
+				o := opts
+				o.Name, o.Reclaim, o.ReclaimInterval = n, true, time.Millisecond
+				if cn.Pool().Config().Sim != nil {
+					o.ReclaimInterval = 20 * time.Microsecond // virtual time: no scheduler stalls
+				}
+				tr, err := smart.Open(cn, o)
+				if err == nil {
+					mu.Lock()
+					trees = append(trees, tr)
+					mu.Unlock()
+				}
+				return tr, err
 			}
 			indextest.RunOracle(t, tg)
 			indextest.RunConcurrent(t, tg)

@@ -1,12 +1,10 @@
 package smart_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/dmindex/dmindex/internal/indextest"
-	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
 )
 
@@ -23,17 +21,7 @@ func TestChurn(t *testing.T) {
 			name = "out-of-place"
 		}
 		t.Run(name, func(t *testing.T) {
-			indextest.RunChurn(t, indextest.Target{
-				Name: "smart-reclaim",
-				Open: func(cn *remote.ComputeNode, n string) (smart.Index, error) {
-					o := opts
-					o.Name = n
-					return smart.Open(cn, o)
-				},
-				Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
-				MaxKeyLen:   smart.MaxKeyLen,
-				MaxValueLen: smart.MaxValueLen,
-			})
+			indextest.RunChurn(t, target("smart-reclaim", opts))
 		})
 	}
 }

@@ -13,10 +13,12 @@ import (
 // 10,000 rounds (2,000 with -short), the values alternating between a
 // small and a large size class from round to round, so that every round
 // frees and allocates a leaf per key. The bytes the compute node's
-// allocator hands out must stop growing after the first tenth of the
-// rounds (a quarter of what it took by then is allowed for reclamation's
-// lag), every round must read back what it wrote, and Verify must pass.
-// An index that never reuses memory fills the pool and fails.
+// allocator hands out must stop growing: in the second half of the rounds
+// they may grow by a quarter of what the first half took (reclamation runs
+// on a clock, so how many rounds it lags behind depends on the machine's
+// speed), where an index that never reuses memory doubles them (or fills
+// the pool). Every round must read back what it wrote, and Verify must
+// pass.
 func RunChurn(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	rounds := 10_000
@@ -48,14 +50,14 @@ func RunChurn(t *testing.T, tg Target) {
 				t.Fatalf("round %d: Delete(%q) = %v, %v", r, k, found, err)
 			}
 		}
-		if r == rounds/10 {
+		if r == rounds/2 {
 			mid = p.Stats().AllocBytes
 		}
 	}
 	end := p.Stats().AllocBytes
-	t.Logf("%d rounds of %d keys: %d bytes allocated after %d rounds, %d at the end", rounds, len(keys), mid, rounds/10, end)
+	t.Logf("%d rounds of %d keys: %d bytes allocated after %d rounds, %d at the end", rounds, len(keys), mid, rounds/2, end)
 	if end > mid+mid/4 {
-		t.Errorf("memory keeps growing: %d bytes allocated after %d rounds, %d after %d", mid, rounds/10, end, rounds)
+		t.Errorf("memory keeps growing: %d bytes allocated after %d rounds, %d after %d", mid, rounds/2, end, rounds)
 	}
 	tg.verify(t, ctx, idx, "after the churn")
 }
