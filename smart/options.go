@@ -62,8 +62,8 @@ type Options struct {
 	// compute node of a tree must set it (the paper's design does not
 	// reclaim, so the default is off). A compute node silent for ten
 	// intervals is judged dead and stops holding reclamation back; its
-	// operations that resume after that validate every leaf born since they
-	// started (I8), so they stay correct.
+	// operations notice when they resume and start again (a scan continues
+	// after the last pair it yielded), so they stay correct (I8).
 	Reclaim bool
 	// ReclaimInterval is how often a compute node of a Reclaim tree
 	// publishes its epoch and reclaims (default DefaultReclaimInterval, at
