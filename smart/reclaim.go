@@ -16,17 +16,19 @@ import (
 // sends the node's heartbeat when one is due, then pins the node's epoch for
 // as long as it may hold addresses read from the tree (session to release).
 // A leaf that an operation unlinks and retires (Delete, out-of-place update,
-// size-class change) goes to the member's limbo with tag e+1; every
+// size-class change) goes to the node's limbo with tag e+1; every
 // ReclaimInterval one operation of the node runs Reclaim, which advances the
-// global epoch when every live node has published it and hands the objects
-// no live node can still be reading to the compute node's free lists, where
-// leaf allocations find them.
+// global epoch when every live node has published it and hands the leaves
+// no live node can still be reading to the tree's leaf pool, where leaf
+// allocations find them.
 //
-// What epochs cannot cover is the cache: it keeps slot words across
-// operations, so a cached slot can name a leaf that was freed and reused
-// since. A reused leaf is recognised by its birth epoch (meta bits 33–63),
-// which is later than the epoch stamped on the cache entry that names it;
-// the reader then reads the slot itself (session.stale).
+// Pins do not cover the cache: it keeps slot words across operations, so a
+// cached slot can name a leaf that was freed and reused since. A reused leaf
+// is recognised by its birth epoch (meta bits 33–63), which is later than
+// the epoch stamped on the cache entry that names it; the reader then reads
+// the slot itself (session.reused). Nor do pins cover a node that the others
+// judged dead while it worked: its operations notice (session.lost) and
+// start again with a new pin.
 
 // birthBits is the width of a leaf's birth epoch and of a cache entry's
 // epoch stamp; both are kept modulo 2^birthBits and compared as serial
@@ -43,7 +45,7 @@ func metaBirth(m uint64) uint32 { return uint32(m>>birthShift) & birthMask }
 // bornAfter reports whether birth epoch b is later than stamp e, both modulo
 // 2^birthBits: true when b-e lies in [1, 2^(birthBits-1)). A cache entry
 // 2^30 epochs old may be misjudged; the epoch advances at most once per
-// reclaimInterval of some compute node, so that is years of uptime with
+// ReclaimInterval of some compute node, so that is years of uptime with
 // one untouched entry.
 func bornAfter(b, e uint32) bool {
 	d := (b - e) & birthMask
@@ -134,7 +136,7 @@ func (s *session) renew() error {
 	return s.begin()
 }
 
-// end ends the operation's pin and, every reclaimInterval of the compute
+// end ends the operation's pin and, every ReclaimInterval of the compute
 // node, reclaims what no live node can still be reading. A failed Reclaim
 // changes nothing and is tried again at the next interval.
 func (s *session) end() {
