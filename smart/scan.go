@@ -114,8 +114,8 @@ func (sc *scanner) keep() {
 }
 
 // own copies b into the scan's arena: the caller owns the copy, and one
-// allocation serves many pairs. The arena is never written again once a
-// slice of it was handed out.
+// allocation serves many pairs (and the frontier's paths). The arena is
+// never written again once a slice of it was handed out.
 func (sc *scanner) own(b []byte) []byte {
 	if len(sc.arena)+len(b) > cap(sc.arena) {
 		sc.arena = make([]byte, 0, max(len(b), scanArena))
@@ -150,17 +150,21 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 			}
 			continue
 		}
-		yielded := false
-		for len(sc.front) > 0 && sc.front[0].ready {
-			kv := sc.front[0].kv
+		done := 0
+		for done < len(sc.front) && sc.front[done].ready {
+			kv := sc.front[done].kv
 			if !yield(kv, nil) {
 				return errStop
 			}
 			sc.last = kv.Key
-			sc.front = sc.front[1:]
-			yielded, resumes = true, 0
+			done++
+			resumes = 0
 		}
-		if yielded {
+		// Drop the yielded entries in place: slicing them off the front
+		// would shrink the buffer's capacity, and the frontier buffers are
+		// kept for the session's next scan.
+		sc.front = sc.front[:copy(sc.front, sc.front[done:])]
+		if done > 0 {
 			// Streaming leaves: read further ahead. While descending to the
 			// first leaf the budget stays small.
 			sc.budget = min(2*sc.budget, scanMaxRound)
@@ -356,16 +360,17 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 		e.cur.sl = slot(w)
 		return sc.again(next, e)
 	}
-	path := slices.Clip(e.path)
+	sc.tmp = append(sc.tmp[:0], e.path...)
 	if !e.root {
-		path = append(path, e.cur.sl.partial())
+		sc.tmp = append(sc.tmp, e.cur.sl.partial())
 	}
 	for i := skip; i < h.prefixLen(); i++ {
-		path = append(path, h.prefixByte(i))
+		sc.tmp = append(sc.tmp, h.prefixByte(i))
 	}
-	if !sc.overlaps(path) {
+	if !sc.overlaps(sc.tmp) {
 		return next, nil
 	}
+	path := sc.own(sc.tmp) // shared by the children's entries, never written again
 	// The children in key order (descending for a reverse scan): a node
 	// holds each partial key once (I2), so a table by partial key orders
 	// them without sorting.
