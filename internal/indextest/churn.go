@@ -12,20 +12,21 @@ import (
 // one 4 MiB memory node, it inserts and deletes the same 16 keys for
 // 10,000 rounds (2,000 with -short), the values alternating between a
 // small and a large size class from round to round, so that every round
-// frees and allocates a leaf per key. The bytes the compute node's
-// allocator hands out must stop growing: in the second half of the rounds
-// they may grow by a quarter of what the first half took (reclamation runs
-// on a clock, so how many rounds it lags behind depends on the machine's
-// speed), where an index that never reuses memory doubles them (or fills
-// the pool). Every round must read back what it wrote, and Verify must
-// pass.
+// frees and allocates a leaf per key, on a simulated pool (virtual time,
+// the same on every machine). The bytes the compute node's allocator hands
+// out must stop growing: in the second half of the rounds they may grow by
+// a quarter of what the first half took, where an index that never reuses
+// memory doubles them (or fills the pool). Every round must read back what
+// it wrote, and Verify must pass.
 func RunChurn(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	rounds := 10_000
 	if testing.Short() {
 		rounds = 2_000
 	}
-	p := newPool(t, remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
+	// In the simulator: reclamation runs on the clock, and virtual time
+	// makes how far it lags behind the rounds the same on every machine.
+	p := newPool(t, remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20, Sim: &remote.SimConfig{Seed: 1}})
 	idx := tg.open(t, p.NewComputeNode(), "indextest/churn")
 	ctx := t.Context()
 	keys := make([][]byte, 16)
