@@ -67,7 +67,7 @@ func (s *session) start(ctx context.Context) (cursor, error) {
 		if e, idx, plen, ok := t.cache.Lookup(s.enc); ok {
 			t.cstats.starts.Add(1)
 			t.cstats.levelsSaved.Add(uint64(e.Level + 1))
-			s.entry, s.entryPlen = e, plen
+			s.entry, s.entryPlen, s.entryIdx = e, plen, idx
 			return cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots[idx]),
 				depth: plen + 1, level: e.Level + 1, cached: true, node: remote.Addr(e.Addr)}, nil
 		}
@@ -94,6 +94,25 @@ func (s *session) stale(cur cursor, rev remote.Addr) bool {
 		s.dropEntry()
 	}
 	return true
+}
+
+// raiseCachedType replaces the cache entry the current traversal started
+// from by a copy whose starting slot carries node type t: the node it
+// names switched type in place since the entry was read, and without the
+// copy every traversal through the entry would read the node twice (the
+// slots its stale type covers, then the rest). The copy keeps the entry's
+// epoch stamp: its other slot words are as old as before (I8).
+func (s *session) raiseCachedType(t nodeType) {
+	e := s.entry
+	if e == nil {
+		return
+	}
+	slots := slices.Clone(e.Slots)
+	slots[s.entryIdx] = uint64(slot(slots[s.entryIdx]).withType(t))
+	c := artcache.NewEntry(e.Addr, e.Parent, e.Header, slots, e.Level)
+	c.Epoch = e.Epoch
+	s.t.cache.Insert(s.enc[:s.entryPlen], c)
+	s.entry = c
 }
 
 // dropEntry drops the cache entry the current traversal started from.

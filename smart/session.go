@@ -35,6 +35,7 @@ type session struct {
 	// The cache entry the current traversal started from.
 	entry     *artcache.Entry
 	entryPlen int
+	entryIdx  int // the slot of entry the traversal started from
 	slotWords [256]uint64
 	retries   int      // re-reads in the current attempt
 	nodeReads int      // internal nodes and slots read remotely in the current operation

@@ -96,6 +96,8 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 		if !cur.cached {
 			s.healOp[0] = remote.CAS(cur.addr, uint64(cur.sl), uint64(cur.sl.withType(ht)))
 			_ = s.c.Post(ctx, s.healOp[:]) // best effort
+		} else {
+			s.raiseCachedType(ht)
 		}
 		t = ht
 	}
