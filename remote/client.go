@@ -194,7 +194,7 @@ func (c *Client) allocOn(ctx context.Context, mn int, size, align uint64) (Addr,
 // carve takes an object from the compute node's free list or the client's
 // chunk of memory node mn.
 func (c *Client) carve(ctx context.Context, mn int, size, align uint64) (Addr, error) {
-	if a := c.cn.reuse(mn, size, align); !a.IsNil() {
+	if a := c.cn.free.Take(mn, size, align); !a.IsNil() {
 		return a, nil
 	}
 	ch := &c.chunks[mn]

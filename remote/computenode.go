@@ -11,7 +11,7 @@ type ComputeNode struct {
 
 	mu      sync.Mutex
 	clients []*Client
-	free    map[freeKey][]Addr // see Client.Free
+	free    FreeList // see Client.Free
 }
 
 // ID returns the compute node's index in its pool, from 0.

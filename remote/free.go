@@ -1,12 +1,96 @@
 package remote
 
-import "fmt"
+import (
+	"fmt"
+	"iter"
+	"sync"
+)
 
-// freeKey names one free list of a compute node: objects of one size on one
-// memory node.
+// FreeList holds freed objects by memory node and size for reuse: Take
+// returns an object of exactly the size asked, LIFO. Each compute node
+// keeps one (Client.Free, and allocation takes from it first); a structure
+// whose freed objects must be reused only by itself (e.g. SMART's leaves,
+// which stale cached pointers may still name) keeps its own. The zero value
+// is empty and ready; it is safe for concurrent use and takes no verb.
+type FreeList struct {
+	mu sync.Mutex
+	m  map[freeKey][]Addr
+}
+
+// freeKey names one list: objects of one size on one memory node.
 type freeKey struct {
 	mn   int
 	size uint64
+}
+
+// Put adds the object of size bytes at a. The caller guarantees that
+// nobody can still reach it and that it is not in the list already.
+func (l *FreeList) Put(a Addr, size uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = make(map[freeKey][]Addr)
+	}
+	k := freeKey{a.MN(), size}
+	l.m[k] = append(l.m[k], a)
+}
+
+// Take removes and returns an object of size bytes aligned to align on
+// memory node mn (on any memory node if mn < 0), or nil if there is none.
+func (l *FreeList) Take(mn int, size, align uint64) Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if mn >= 0 {
+		return l.take(freeKey{mn, size}, align)
+	}
+	for k := range l.m {
+		if k.size == size {
+			if a := l.take(k, align); !a.IsNil() {
+				return a
+			}
+		}
+	}
+	return 0
+}
+
+// take pops an object of list k aligned to align. Called with mu held.
+func (l *FreeList) take(k freeKey, align uint64) Addr {
+	s := l.m[k]
+	for i := len(s) - 1; i >= 0; i-- {
+		if a := s[i]; a.Offset()&(align-1) == 0 {
+			s[i] = s[len(s)-1]
+			l.m[k] = s[:len(s)-1]
+			return a
+		}
+	}
+	return 0
+}
+
+// Bytes returns the bytes the list holds.
+func (l *FreeList) Bytes() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n uint64
+	for k, s := range l.m {
+		n += k.size * uint64(len(s))
+	}
+	return n
+}
+
+// All yields every object in the list with its size, under the list's
+// lock: the loop body must not call the list's methods.
+func (l *FreeList) All() iter.Seq2[Addr, uint64] {
+	return func(yield func(Addr, uint64) bool) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for k, s := range l.m {
+			for _, a := range s {
+				if !yield(a, k.size) {
+					return
+				}
+			}
+		}
+	}
 }
 
 // Free hands back an object of size bytes at a, allocated by Alloc or
@@ -29,43 +113,11 @@ func (c *Client) Free(a Addr, size int) error {
 	if err := checkVerb(c.pool.geom[mn], OpWrite, a, uint64(size)); err != nil {
 		return fmt.Errorf("free: %w", err)
 	}
-	cn := c.cn
-	cn.mu.Lock()
-	if cn.free == nil {
-		cn.free = make(map[freeKey][]Addr)
-	}
-	k := freeKey{mn, uint64(size)}
-	cn.free[k] = append(cn.free[k], a)
-	cn.mu.Unlock()
+	c.cn.free.Put(a, uint64(size))
 	c.stats.freedBytes.Add(uint64(size))
 	return nil
 }
 
-// reuse pops an object of size bytes aligned to align from the compute
-// node's free list of memory node mn, or returns nil.
-func (cn *ComputeNode) reuse(mn int, size, align uint64) Addr {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	k := freeKey{mn, size}
-	l := cn.free[k]
-	for i := len(l) - 1; i >= 0; i-- {
-		if a := l[i]; a.Offset()&(align-1) == 0 {
-			l[i] = l[len(l)-1]
-			cn.free[k] = l[:len(l)-1]
-			return a
-		}
-	}
-	return 0
-}
-
 // FreeBytes returns the bytes held in the compute node's free lists (see
 // Client.Free).
-func (cn *ComputeNode) FreeBytes() uint64 {
-	cn.mu.Lock()
-	defer cn.mu.Unlock()
-	var n uint64
-	for k, l := range cn.free {
-		n += k.size * uint64(len(l))
-	}
-	return n
-}
+func (cn *ComputeNode) FreeBytes() uint64 { return cn.free.Bytes() }

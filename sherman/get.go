@@ -195,14 +195,7 @@ func (s *session) readLeaf(ctx context.Context, key []byte) (page, error) {
 				return page{}, corrupt("leaf chain broken at %v", a)
 			}
 		case -1:
-			if e == nil {
-				return page{}, corrupt("leaf %v below its route for %x", a, key)
-			}
-			s.dropCached(e)
-			if err := s.retry("stale cache entry", a); err != nil {
-				return page{}, err
-			}
-			if loc, err = s.locate(ctx, key); err != nil {
+			if loc, err = s.reroute(ctx, key, a, e); err != nil {
 				return page{}, err
 			}
 			a, e = loc.leaf, loc.e
@@ -211,6 +204,21 @@ func (s *session) readLeaf(ctx context.Context, key []byte) (page, error) {
 		}
 		p = page{}
 	}
+}
+
+// reroute handles a leaf a whose fences put key below it: its route came
+// from the stale cache entry e (a leaf reached from the root is never
+// below the key), which is dropped before key is located again, within
+// the retry budget.
+func (s *session) reroute(ctx context.Context, key []byte, a remote.Addr, e *centry) (located, error) {
+	if e == nil {
+		return located{}, corrupt("leaf %v below its route for %x", a, key)
+	}
+	s.dropCached(e)
+	if err := s.retry("stale cache entry", a); err != nil {
+		return located{}, err
+	}
+	return s.locate(ctx, key)
 }
 
 // dropCached invalidates cache entry e (if not nil) after a fence mismatch.

@@ -94,14 +94,7 @@ func (s *session) lockLeaf(ctx context.Context, key []byte) (lockedLeaf, error) 
 			if err := s.unlock(ctx, h); err != nil {
 				return lockedLeaf{}, err
 			}
-			if e == nil {
-				return lockedLeaf{}, corrupt("leaf %v below its route for %x", a, key)
-			}
-			s.dropCached(e)
-			if err := s.retry("stale cache entry", a); err != nil {
-				return lockedLeaf{}, err
-			}
-			if loc, err = s.locate(ctx, key); err != nil {
+			if loc, err = s.reroute(ctx, key, a, e); err != nil {
 				return lockedLeaf{}, err
 			}
 			a, e = loc.leaf, loc.e

@@ -72,9 +72,7 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			return nil, false, err
 		}
 		switch {
-		case st == leafTorn && cur.cached && s.t.reg != nil:
-			// With reclamation a cached slot may name memory reused for
-			// anything (I8): read the slot itself.
+		case st == leafTorn && s.mayBeReused(cur):
 			cur, err = s.reread(ctx, cur)
 		case st == leafTorn:
 			err = s.retry()
@@ -89,10 +87,10 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			cur, err = s.reread(ctx, cur)
 		case st == leafOK:
 			return nil, false, nil
-		case cur.cached && s.t.reg != nil:
-			// Retired, reached through a cached slot: with reclamation
-			// the leaf may have had another life since the snapshot (I8),
-			// so its content counts only if read after the slot.
+		case s.mayBeReused(cur):
+			// Retired, but possibly in another life than the one the
+			// snapshot named: its content counts only if read after the
+			// slot.
 			cur, err = s.reread(ctx, cur)
 		default:
 			// Retired: the leaf is being (or was) unlinked. If its slot still

@@ -135,7 +135,7 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 		locked := lockOld == 0
 		switch {
 		case st == leafRetired || lockOld == lockRetired || (st == leafOK && s.stale(cur, v.rev)) ||
-			(st != leafTorn && s.reused(cur, v.meta)) || (st == leafTorn && cur.cached && s.t.reg != nil):
+			(st != leafTorn && s.reused(cur, v.meta)) || (st == leafTorn && s.mayBeReused(cur)):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
 			}

@@ -3,7 +3,6 @@ package smart
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
@@ -62,7 +61,11 @@ func (t *Tree) joinRegistry(ctx context.Context, c *remote.Client) error {
 	if iv <= 0 {
 		iv = DefaultReclaimInterval
 	}
-	n, err := registry.Join(ctx, c, registry.Options{Interval: iv, Lease: 10 * iv, Free: t.leaves.put})
+	keep := func(a remote.Addr, size int) error {
+		t.leaves.Put(a, uint64(size))
+		return nil
+	}
+	n, err := registry.Join(ctx, c, registry.Options{Interval: iv, Lease: 10 * iv, Free: keep})
 	if err != nil {
 		return err
 	}
@@ -181,6 +184,12 @@ func (s *session) reused(cur cursor, meta uint64) bool {
 	return true
 }
 
+// mayBeReused reports whether cur's slot comes from the cache of a tree
+// that reclaims leaves: its leaf may have been freed and reused since the
+// snapshot (I8), so a torn or retired leaf read through it says nothing
+// about the slot, which the caller reads itself.
+func (s *session) mayBeReused(cur cursor) bool { return cur.cached && s.t.reg != nil }
+
 // retireLeaf hands a leaf that the operation unlinked and retired (I4) to
 // reclamation.
 func (s *session) retireLeaf(sl slot) {
@@ -195,22 +204,26 @@ func (s *session) retireLeaf(sl slot) {
 // no cache, can know it, and it is free at once.
 func (s *session) dropUnlinked(a remote.Addr, class int) {
 	if s.m != nil {
-		_ = s.t.leaves.put(a, classBytes(class))
+		s.t.leaves.Put(a, uint64(classBytes(class)))
 	}
 }
 
-// allocLeaf allocates a leaf of class c for a slot on memory node mn: a
-// reclaimed leaf of that size on mn, else new memory near mn (allocNear),
-// else, when no memory node has room, a reclaimed leaf on any node.
+// allocLeaf allocates a leaf of class c for a slot on memory node mn: with
+// reclamation a reclaimed leaf of that size on mn, else new memory near mn
+// (allocNear), else, when no memory node has room, a reclaimed leaf on any
+// node.
 func (s *session) allocLeaf(ctx context.Context, mn, class int) (remote.Addr, error) {
 	n := classBytes(class)
-	a := s.t.leaves.take(mn, n)
+	if s.t.reg == nil {
+		return s.allocNear(ctx, mn, n)
+	}
+	a := s.t.leaves.Take(mn, uint64(n), addrAlign)
 	if a.IsNil() {
 		var err error
 		if a, err = s.allocNear(ctx, mn, n); !errors.Is(err, remote.ErrOutOfMemory) {
 			return a, err
 		}
-		if a = s.t.leaves.take(-1, n); a.IsNil() {
+		if a = s.t.leaves.Take(-1, uint64(n), addrAlign); a.IsNil() {
 			return 0, err
 		}
 	}
@@ -218,57 +231,12 @@ func (s *session) allocLeaf(ctx context.Context, mn, class int) (remote.Addr, er
 	return a, nil
 }
 
-// leafPool holds a tree's reclaimed leaves by memory node and size. They
-// are reused only as leaves of the same size of the same tree, never as
-// another object: a stale cached slot that still names one then reaches
-// a leaf whose lock word is where it expects it, and what it finds there
-// fails validation (rev, birth) instead of being some other structure's
-// word that its lock CAS would change.
-type leafPool struct {
-	mu   sync.Mutex
-	free map[leafKey][]remote.Addr
-}
-
-type leafKey struct{ mn, size int }
-
-// put adds a leaf of size bytes at a to the pool.
-func (p *leafPool) put(a remote.Addr, size int) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.free == nil {
-		p.free = make(map[leafKey][]remote.Addr)
-	}
-	k := leafKey{a.MN(), size}
-	p.free[k] = append(p.free[k], a)
-	return nil
-}
-
-// take removes and returns a leaf of size bytes on memory node mn (any
-// node if mn < 0), or nil.
-func (p *leafPool) take(mn, size int) remote.Addr {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, l := range p.free {
-		if k.size != size || (mn >= 0 && k.mn != mn) || len(l) == 0 {
-			continue
-		}
-		a := l[len(l)-1]
-		p.free[k] = l[:len(l)-1]
-		return a
-	}
-	return 0
-}
-
-// check returns an error wrapping ErrCorrupt if a leaf of the pool is in
-// linked (the leaves a Verify walk reached).
-func (p *leafPool) check(linked map[remote.Addr]bool) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, l := range p.free {
-		for _, a := range l {
-			if linked[a] {
-				return corruptf("I8: leaf %v of %d bytes is free for reuse but linked", a, k.size)
-			}
+// checkLeaves returns an error wrapping ErrCorrupt if a leaf held for reuse
+// is in linked (the leaves a Verify walk reached).
+func (t *Tree) checkLeaves(linked map[remote.Addr]bool) error {
+	for a, size := range t.leaves.All() {
+		if linked[a] {
+			return corruptf("I8: leaf %v of %d bytes is free for reuse but linked", a, size)
 		}
 	}
 	return nil

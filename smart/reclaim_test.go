@@ -58,7 +58,7 @@ func TestReclaimStaleCacheSeesNoGhost(t *testing.T) {
 		if _, _, err := tr.Get(ctx, key(i%100)); err != nil {
 			t.Fatal(err)
 		}
-		if a := tr.leaves.take(sl.addr().MN(), size); !a.IsNil() {
+		if a := tr.leaves.Take(sl.addr().MN(), uint64(size), addrAlign); !a.IsNil() {
 			if a != sl.addr() {
 				t.Fatalf("reclaimed %v, not the victim's leaf %v", a, sl.addr())
 			}
@@ -112,9 +112,7 @@ func TestVerifyLinkedFreeLeaf(t *testing.T) {
 		t.Fatal("the key's slot is not cached")
 	}
 	sl := slot(e.Slots[idx])
-	if err := tr.leaves.put(sl.addr(), classBytes(sl.leafClass())); err != nil {
-		t.Fatal(err)
-	}
+	tr.leaves.Put(sl.addr(), uint64(classBytes(sl.leafClass())))
 	if err := tr.Verify(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "I8: ") {
 		t.Fatalf("Verify with a linked leaf in the free pool: %v, want an I8 corruption", err)
 	}

@@ -160,11 +160,11 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 			done++
 			resumes = 0
 		}
-		// Drop the yielded entries in place: slicing them off the front
-		// would shrink the buffer's capacity, and the frontier buffers are
-		// kept for the session's next scan.
-		sc.front = sc.front[:copy(sc.front, sc.front[done:])]
 		if done > 0 {
+			// Drop the yielded entries in place: slicing them off the
+			// front would shrink the buffer's capacity, and the frontier
+			// buffers are kept for the session's next scan.
+			sc.front = sc.front[:copy(sc.front, sc.front[done:])]
 			// Streaming leaves: read further ahead. While descending to the
 			// first leaf the budget stays small.
 			sc.budget = min(2*sc.budget, scanMaxRound)

@@ -34,8 +34,13 @@ type Tree struct {
 	// lastReclaim the client time of its last Reclaim (reclaim.go).
 	reg         *registry.Node
 	lastReclaim atomic.Int64
-	leaves      leafPool // reclaimed leaves, reused as leaves only
-	rstats      struct{ retired, reused, renewals atomic.Uint64 }
+	// leaves holds the reclaimed leaves, reused as leaves of this tree
+	// only: a stale cached slot that still names one then reaches a leaf
+	// whose lock word is where it expects it, and fails validation (rev,
+	// birth) instead of changing some other structure's word with its lock
+	// CAS. (The compute node's own free list serves every structure.)
+	leaves remote.FreeList
+	rstats struct{ retired, reused, renewals atomic.Uint64 }
 
 	mu   sync.Mutex // guards free; never held across a verb
 	free []*session

@@ -43,7 +43,7 @@ func (t *Tree) Verify(ctx context.Context) error {
 	if err := v.node(ctx, root, nil); err != nil {
 		return wrapRemote(err)
 	}
-	return t.leaves.check(v.seen)
+	return t.checkLeaves(v.seen)
 }
 
 type verifier struct {
