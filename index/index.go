@@ -44,3 +44,20 @@ type Index interface {
 	// ErrClosed. The remote structure stays for other compute nodes.
 	Close() error
 }
+
+// Recoverer is implemented by indexes that recover from crashed clients
+// (both indexes of this module). An operation whose client an injected fault
+// stopped returns an error wrapping remote.ErrCrashed; its outcome is
+// unknown (it may or may not have taken effect), and the index continues
+// with a new client. What the stopped client left (a held lock, a write cut
+// in the middle, an unfinished split) is repaired by the next operation
+// that runs into it, once the holder is judged dead: at once for a client
+// the index saw stop, after a lease for a compute node that went silent.
+type Recoverer interface {
+	// Recover sweeps the whole structure and repairs everything dead
+	// clients left, taking their locks over; it returns the number of locks
+	// recovered. Safe to run concurrently with operations. After it
+	// returns, with no operation running and no client dead for less than
+	// a lease, the structure holds no lock.
+	Recover(ctx context.Context) (int, error)
+}

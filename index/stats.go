@@ -61,6 +61,13 @@ type Stats struct {
 	// pin because other compute nodes may have judged it dead meanwhile.
 	// SMART with Options.Reclaim.
 	Retired, Reused, Renewals uint64
+
+	// Crashed counts this compute node's clients that an injected fault
+	// stopped (remote.ErrCrashed) and that the index replaced; Recovered
+	// the locks it took over from dead holders (crashed clients, or
+	// compute nodes silent for a lease) and released after repairing what
+	// they left.
+	Crashed, Recovered uint64
 }
 
 // Add returns the field-by-field sum of s and o (e.g. over compute nodes).
@@ -78,6 +85,7 @@ func (s Stats) Add(o Stats) Stats {
 		LockCASFailures: s.LockCASFailures + o.LockCASFailures,
 		Delegated:       s.Delegated + o.Delegated, Combined: s.Combined + o.Combined,
 		Retired: s.Retired + o.Retired, Reused: s.Reused + o.Reused, Renewals: s.Renewals + o.Renewals,
+		Crashed: s.Crashed + o.Crashed, Recovered: s.Recovered + o.Recovered,
 	}
 }
 
@@ -118,6 +126,8 @@ func (s Stats) String() string {
 	add("retired", s.Retired)
 	add("reused", s.Reused)
 	add("renewals", s.Renewals)
+	add("crashed", s.Crashed)
+	add("recovered", s.Recovered)
 	if b.Len() == 0 {
 		return "no activity"
 	}

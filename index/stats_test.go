@@ -21,10 +21,12 @@ func TestStatsString(t *testing.T) {
 func TestStatsAdd(t *testing.T) {
 	a := Stats{CacheLookups: 1, CacheHits: 2, CacheStartsBelowRoot: 3, CacheLevelsSaved: 4, CacheInvalidations: 5,
 		CacheEntries: 6, CacheBytes: 7, Retries: 8, TornReads: 9, TornUnderLock: 10, LeafSplits: 11, InnerSplits: 12,
-		RootGrowths: 13, UnlinkedSplits: 14, GlobalLocks: 15, HandOvers: 16, LockCASFailures: 17, Delegated: 18, Combined: 19}
+		RootGrowths: 13, UnlinkedSplits: 14, GlobalLocks: 15, HandOvers: 16, LockCASFailures: 17, Delegated: 18, Combined: 19,
+		Retired: 20, Reused: 21, Renewals: 22, Crashed: 23, Recovered: 24}
 	want := Stats{CacheLookups: 2, CacheHits: 4, CacheStartsBelowRoot: 6, CacheLevelsSaved: 8, CacheInvalidations: 10,
 		CacheEntries: 12, CacheBytes: 14, Retries: 16, TornReads: 18, TornUnderLock: 20, LeafSplits: 22, InnerSplits: 24,
-		RootGrowths: 26, UnlinkedSplits: 28, GlobalLocks: 30, HandOvers: 32, LockCASFailures: 34, Delegated: 36, Combined: 38}
+		RootGrowths: 26, UnlinkedSplits: 28, GlobalLocks: 30, HandOvers: 32, LockCASFailures: 34, Delegated: 36, Combined: 38,
+		Retired: 40, Reused: 42, Renewals: 44, Crashed: 46, Recovered: 48}
 	if got := a.Add(a); got != want {
 		t.Fatalf("a.Add(a) = %+v, want %+v", got, want)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,9 @@ type Client struct {
 	sim    *simClient    // simulator state
 	net    *netClient    // network transports' state
 	fab    *fabricClient // fabric transport's state
+
+	faulty atomic.Bool // a fault is armed or struck (crash.go)
+	fault  fault
 }
 
 type chunk struct{ cur, end uint64 }
@@ -75,6 +79,11 @@ func (c *Client) Do(ctx context.Context, ops []Op) error {
 	if err := c.check(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
+	if c.faulted() {
+		if done, err := c.strike(ctx, ops); done {
+			return err
+		}
+	}
 	if err := c.pool.t.exec(ctx, c, ops, true); err != nil {
 		return err
 	}
@@ -89,6 +98,11 @@ func (c *Client) Do(ctx context.Context, ops []Op) error {
 func (c *Client) Post(ctx context.Context, ops []Op) error {
 	if err := c.check(ctx, ops); err != nil || len(ops) == 0 {
 		return err
+	}
+	if c.faulted() {
+		if done, err := c.strike(ctx, ops); done {
+			return err
+		}
 	}
 	if err := c.pool.t.exec(ctx, c, ops, false); err != nil {
 		return err
@@ -246,6 +260,9 @@ func (c *Client) Named(ctx context.Context, name string, size int) (Addr, error)
 func (c *Client) rpc(ctx context.Context, mn int, req *rpcRequest) (rpcReply, error) {
 	if c.pool.closed.Load() {
 		return rpcReply{}, ErrClosed
+	}
+	if c.Crashed() {
+		return rpcReply{}, ErrCrashed
 	}
 	if err := ctx.Err(); err != nil {
 		return rpcReply{}, err

@@ -1,6 +1,9 @@
 package remote
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // ComputeNode groups the clients of one compute node. Indexes keep their
 // CN-local state (caches, local lock tables) per ComputeNode. Safe for
@@ -12,6 +15,8 @@ type ComputeNode struct {
 	mu      sync.Mutex
 	clients []*Client
 	free    FreeList // see Client.Free
+	pending []Fault  // faults for the next clients to post (Crash)
+	armed   atomic.Bool
 }
 
 // ID returns the compute node's index in its pool, from 0.

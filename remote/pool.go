@@ -22,6 +22,8 @@ type Pool struct {
 
 	mu  sync.Mutex
 	cns []*ComputeNode
+
+	crash crashSchedule // InjectCrashes
 }
 
 // NewPool creates or connects to the memory nodes of cfg: fresh zeroed

@@ -1,0 +1,184 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrCrashed: the client was stopped by fault injection (Client.Crash,
+// ComputeNode.Crash or Pool.InjectCrashes). The batch that crashed it landed
+// a prefix of its verbs, and every later call of the client fails with it.
+var ErrCrashed = errors.New("remote: client crashed")
+
+// Fault is a point at which a client stops (fail-stop, the failure model of
+// docs/recovery.md): After verbs land in full, counted from the first verb
+// the client posts once the fault is armed (across batches, signaled or
+// not); of the next verb, a WRITE lands its first Words 8-byte words (at
+// most all but the last word: a WRITE that lands in full is the fault
+// After+1, Words 0) and any other verb does not happen; nothing after it
+// lands. The zero Fault stops the client before its next verb.
+type Fault struct {
+	After int // verbs that land in full
+	Words int // 8-byte words of a cut WRITE that land
+}
+
+// fault is a client's armed fault and crashed state.
+type fault struct {
+	armed   bool
+	f       Fault
+	crashed atomic.Bool
+}
+
+// Crash arms f on the client: it stops at that point of its next verbs.
+// Arming again replaces a fault that has not struck. Crash is called by the
+// goroutine that uses the client, or while nobody does.
+func (c *Client) Crash(f Fault) {
+	c.fault.armed, c.fault.f = true, f
+	c.faulty.Store(true)
+}
+
+// Crashed reports whether an injected fault stopped the client. Safe for
+// concurrent use.
+func (c *Client) Crashed() bool { return c.fault.crashed.Load() }
+
+// Crash arms f on the next client of the compute node that posts a verb
+// (one that has no fault of its own armed): tests use it to stop an
+// operation whose client is internal to an index.
+func (cn *ComputeNode) Crash(f Fault) {
+	cn.mu.Lock()
+	cn.pending = append(cn.pending, f)
+	cn.mu.Unlock()
+	cn.armed.Store(true)
+}
+
+// InjectCrashes stops clients at random at an average of rate per second of
+// the pool's clock (virtual time in the simulator), in a sequence set by
+// seed: at the first batch a client posts after a crash is due, the client
+// stops at a random verb of that batch, a WRITE cut at a random word. Only
+// clients posting batches are hit, so a crash always lands inside an
+// operation. A rate of 0 stops the injection. It returns the number of
+// crashes injected so far (since the pool was created).
+func (p *Pool) InjectCrashes(rate float64, seed uint64) uint64 {
+	p.crash.mu.Lock()
+	defer p.crash.mu.Unlock()
+	p.crash.rate = rate
+	if rate > 0 {
+		p.crash.rng = rand.New(rand.NewPCG(seed, 0x637261736873))
+		p.crash.next = p.Now() + p.crash.interval()
+	}
+	p.crash.on.Store(rate > 0)
+	return p.crash.count.Load()
+}
+
+// Crashes returns the number of clients stopped by fault injection.
+func (p *Pool) Crashes() uint64 { return p.crash.count.Load() }
+
+// crashSchedule is the pool's random fault injection.
+type crashSchedule struct {
+	on    atomic.Bool
+	count atomic.Uint64
+	mu    sync.Mutex
+	rate  float64
+	rng   *rand.Rand
+	next  time.Duration
+}
+
+// interval draws the time to the next crash (exponential, mean 1/rate).
+// Called with mu held.
+func (s *crashSchedule) interval() time.Duration {
+	d := -math.Log(1-s.rng.Float64()) / s.rate * float64(time.Second)
+	return time.Duration(max(d, 1))
+}
+
+// faulted reports whether a batch of c may be hit by a fault: c crashed, a
+// fault armed on it or its compute node, or random injection on.
+func (c *Client) faulted() bool {
+	return c.faulty.Load() || c.cn.armed.Load() || c.pool.crash.on.Load()
+}
+
+// strike runs ops under c's fault state: it returns done = false if the
+// batch is to execute normally, and otherwise executes the prefix that
+// lands and returns ErrCrashed. The prefix is executed to completion, so
+// that what a crash leaves is in memory when the call returns (the stopped
+// client learns nothing of it).
+func (c *Client) strike(ctx context.Context, ops []Op) (done bool, err error) {
+	if c.fault.crashed.Load() {
+		return true, ErrCrashed
+	}
+	if !c.fault.armed {
+		c.adoptFault(len(ops))
+	}
+	if !c.fault.armed {
+		return false, nil
+	}
+	if c.fault.f.After >= len(ops) {
+		c.fault.f.After -= len(ops)
+		return false, nil
+	}
+	f := c.fault.f
+	c.fault.armed = false
+	landed := make([]Op, f.After, f.After+1)
+	copy(landed, ops[:f.After])
+	if o := ops[f.After]; o.Kind == OpWrite {
+		if n := cutBytes(o.Addr, len(o.Buf), f.Words); n > 0 {
+			o.Buf = o.Buf[:n]
+			landed = append(landed, o)
+		}
+	}
+	c.fault.crashed.Store(true)
+	c.pool.crash.count.Add(1)
+	if len(landed) > 0 {
+		if err := c.pool.t.exec(context.WithoutCancel(ctx), c, landed, true); err != nil {
+			return true, errors.Join(ErrCrashed, err)
+		}
+		c.stats.countBatch(landed, true)
+	}
+	return true, ErrCrashed
+}
+
+// adoptFault arms on c a fault pending on its compute node, or a random one
+// if the pool's next random crash is due, for a batch of n verbs.
+func (c *Client) adoptFault(n int) {
+	if cn := c.cn; cn.armed.Load() {
+		cn.mu.Lock()
+		if len(cn.pending) > 0 {
+			c.Crash(cn.pending[0])
+			cn.pending = cn.pending[1:]
+			cn.armed.Store(len(cn.pending) > 0)
+		}
+		cn.mu.Unlock()
+		if c.fault.armed {
+			return
+		}
+	}
+	s := &c.pool.crash
+	if !s.on.Load() {
+		return
+	}
+	now := c.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rate <= 0 || now < s.next {
+		return
+	}
+	c.Crash(Fault{After: s.rng.IntN(n), Words: s.rng.IntN(8)})
+	for s.next <= now {
+		s.next += s.interval()
+	}
+}
+
+// cutBytes returns how many bytes of a WRITE of n bytes at a land when it
+// is cut after its first words 8-byte word boundaries (boundaries of the
+// address space, strictly inside the WRITE; the last one if it has fewer).
+func cutBytes(a Addr, n, words int) int {
+	first := int(8 - uint64(a)%8) // the first boundary inside the WRITE
+	if words <= 0 || first >= n {
+		return 0
+	}
+	return min(first+8*(words-1), first+8*((n-1-first)/8))
+}
