@@ -11,7 +11,8 @@ import "fmt"
 // The blocks (named RegionName + "/blocks", sized by the geometry, created
 // once the geometry word matched):
 //
-//	offset 32·b                 block b's header: owner, heartbeat, epoch, unused
+//	offset 32·b                 block b's header: owner, heartbeat, epoch,
+//	                            redo directory (redo.go)
 //	offset 32·B + 8·(b·K + k)   client k of block b: incarnation:62 | state:2
 //
 // owner is incarnation:63 | claimed:1; a block is free while claimed is 0.

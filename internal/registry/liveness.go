@@ -22,13 +22,13 @@ type Watch struct {
 
 // Dead judges the holder of a lock whose word is word (a Tag, possibly with
 // other flag bits), for a waiter that has already retried the lock for a
-// while. It reports true at once if the tag's client slot was closed, taken
-// by a new incarnation or marked dead, or its block released; and true if
-// the same word has been seen, and the holder's block heartbeat has not
-// moved, for a Lease on c's clock. A changed word or a moving heartbeat
-// restarts the watch. The first call for a word costs one round trip; later
-// calls cost none until the Lease has passed. A word that is not a tag is
-// never judged dead.
+// while; each call costs one round trip, so a waiter calls it every so many
+// retries. It reports true if the tag's client slot was closed, marked dead
+// (Member.MarkDead) or taken by a new incarnation, or its block released;
+// and true if the same word has been seen, with the holder's block
+// heartbeat and client word unchanged, for a Lease on c's clock. A changed
+// word or a moving heartbeat restarts the watch. A word that is not a tag
+// is never judged dead.
 func (n *Node) Dead(ctx context.Context, c *remote.Client, w *Watch, word uint64) (bool, error) {
 	if !IsTag(word) {
 		return false, nil
@@ -37,10 +37,6 @@ func (n *Node) Dead(ctx context.Context, c *remote.Client, w *Watch, word uint64
 	if b >= n.opts.Blocks || k >= n.opts.Clients {
 		return false, fmt.Errorf("registry: lock word %#x names client %d of block %d (registry has %d blocks of %d)",
 			word, k, b, n.opts.Blocks, n.opts.Clients)
-	}
-	now := c.Now()
-	if w.set && w.word == word && now-w.since < n.opts.Lease {
-		return false, nil
 	}
 	var hdr [16]byte
 	var cw [8]byte
@@ -53,8 +49,9 @@ func (n *Node) Dead(ctx context.Context, c *remote.Client, w *Watch, word uint64
 	if owner&1 == 0 || client&3 != stateLive || (client>>2)&incMask != inc {
 		return true, nil
 	}
+	now := c.Now()
 	if w.set && w.word == word && w.owner == owner && w.hb == hb && w.client == client {
-		return true, nil
+		return now-w.since >= n.opts.Lease, nil
 	}
 	*w = Watch{word: word, owner: owner, hb: hb, client: client, since: now, set: true}
 	return false, nil

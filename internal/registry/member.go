@@ -14,12 +14,13 @@ import (
 // its epoch pin. A Member is used by one goroutine at a time, like the
 // remote.Client it stands for.
 type Member struct {
-	n   *Node
-	blk *block
-	k   int
-	inc uint64
-	tag uint64
-	pin atomic.Uint64 // pinned epoch + 1; 0 when not pinned
+	n    *Node
+	blk  *block
+	k    int
+	inc  uint64
+	tag  uint64
+	pin  atomic.Uint64 // pinned epoch + 1; 0 when not pinned
+	redo []redoSlot    // per memory node (redo.go)
 }
 
 // Register gives c a client slot of the node (claiming another block if
@@ -76,7 +77,22 @@ func (m *Member) Tag() uint64 { return m.tag }
 // Close marks the member's slot free; its tag names nobody afterwards. A
 // lock still holding the tag is judged dead at once.
 func (m *Member) Close(ctx context.Context, c *remote.Client) error {
-	err := m.writeState(ctx, c, stateFree)
+	return m.leave(ctx, c, stateFree)
+}
+
+// MarkDead records that the member's client was stopped in the middle of
+// its work (an injected fault, remote.ErrCrashed): its state word says dead,
+// so a waiter judges a lock holding its tag dead at once instead of after a
+// lease, and its pin no longer holds reclamation back. c is another client
+// of the node, since the member's own no longer works.
+func (m *Member) MarkDead(ctx context.Context, c *remote.Client) error {
+	return m.leave(ctx, c, stateDead)
+}
+
+// leave writes the member's final state and frees its slot for a new
+// incarnation.
+func (m *Member) leave(ctx context.Context, c *remote.Client, state uint64) error {
+	err := m.writeState(ctx, c, state)
 	n := m.n
 	n.mu.Lock()
 	m.blk.used[m.k] = false

@@ -103,6 +103,7 @@ type block struct {
 	owner uint64   // the owner word this node wrote
 	incs  []uint64 // last incarnation of each client slot
 	used  []bool
+	dir   remote.Addr // the redo directory, 0 until known (redo.go)
 }
 
 // Join claims a block of the pool's registry for c's compute node, creating
@@ -168,7 +169,8 @@ func (n *Node) claim(ctx context.Context, c *remote.Client) (*block, error) {
 		if err := c.Read(ctx, n.clientAddr(b, 0), words); err != nil {
 			return nil, fmt.Errorf("registry: %w", err)
 		}
-		blk := &block{idx: b, owner: mine, incs: make([]uint64, n.opts.Clients), used: make([]bool, n.opts.Clients)}
+		blk := &block{idx: b, owner: mine, incs: make([]uint64, n.opts.Clients), used: make([]bool, n.opts.Clients),
+			dir: remote.Addr(binary.LittleEndian.Uint64(hdr[blockBytes*b+dirOff:]))}
 		for k := range blk.incs {
 			blk.incs[k] = binary.LittleEndian.Uint64(words[8*k:]) >> 2
 		}

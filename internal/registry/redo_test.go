@@ -1,0 +1,104 @@
+package registry
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// FuzzRedo checks that a record decodes to what was encoded, and that a
+// record cut at any byte, or with any byte changed, is refused.
+func FuzzRedo(f *testing.F) {
+	f.Add(uint64(8), uint64(1<<62|5), []byte("image"), 3, byte(1))
+	f.Add(uint64(1<<40|64), uint64(1<<62), []byte{}, 0, byte(0))
+	f.Fuzz(func(t *testing.T, target, tag uint64, image []byte, at int, flip byte) {
+		if target == 0 {
+			target = 8
+		}
+		rec := AppendRedo(nil, remote.Addr(target), tag, image)
+		r, ok := ParseRedo(append(rec, 0, 0, 0)) // slots are larger than records
+		if !ok || r.Target != remote.Addr(target) || r.Tag != tag || !bytes.Equal(r.Image, image) {
+			t.Fatalf("record of (%#x, %#x, %x) parses as %+v, %v", target, tag, image, r, ok)
+		}
+		if at < 0 {
+			at = -at
+		}
+		at %= len(rec)
+		if _, ok := ParseRedo(rec[:at]); ok {
+			t.Fatalf("a record cut at byte %d of %d parsed", at, len(rec))
+		}
+		if flip != 0 {
+			bad := bytes.Clone(rec)
+			bad[at] ^= flip
+			if r, ok := ParseRedo(bad); ok && (r.Target != remote.Addr(target) || r.Tag != tag || !bytes.Equal(r.Image, image)) {
+				t.Fatalf("a record with byte %d changed parsed as another record %+v", at, r)
+			}
+		}
+	})
+}
+
+// TestRedoSlots walks a client slot through two incarnations: the first
+// writes a record and dies; a waiter reads the record by the dead tag; the
+// second incarnation is handed the record to settle before its slot is
+// reused, and a larger record moves it to a larger slot.
+func TestRedoSlots(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t, true, 1)
+	cn := p.NewComputeNode()
+	c, other := cn.NewClient(), cn.NewClient()
+	n := join(t, c, Options{Blocks: 2, Clients: 1})
+	m := register(t, n, c)
+	for mn := range 2 {
+		slot, err := m.RedoSlot(ctx, c, mn, 40, func(r Redo) error {
+			t.Fatalf("a first incarnation was handed a record to settle: %+v", r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot.MN() != mn {
+			t.Fatalf("redo slot for memory node %d is on %d", mn, slot.MN())
+		}
+		rec := AppendRedo(nil, remote.MakeAddr(mn, 4096), m.Tag(), bytes.Repeat([]byte{byte(mn + 1)}, 40))
+		if err := c.Write(ctx, slot, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := m.Tag()
+	if err := m.MarkDead(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	wn := join(t, other, Options{Blocks: 2, Clients: 1})
+	if d, err := wn.Dead(ctx, other, &Watch{}, dead); err != nil || !d {
+		t.Fatalf("a member marked dead: Dead = %v, %v", d, err)
+	}
+	r, ok, err := wn.RedoOf(ctx, other, dead|1<<61, 1)
+	if err != nil || !ok || r.Target != remote.MakeAddr(1, 4096) || r.Image[0] != 2 {
+		t.Fatalf("RedoOf the dead tag on node 1 = %+v, %v, %v", r, ok, err)
+	}
+
+	m2 := register(t, n, c)
+	if m2.Tag() == dead {
+		t.Fatal("a new incarnation has the dead tag")
+	}
+	var settled []Redo
+	slot, err := m2.RedoSlot(ctx, c, 0, 40, func(r Redo) error { settled = append(settled, r); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(settled) != 1 || settled[0].Tag != dead || settled[0].Target != remote.MakeAddr(0, 4096) {
+		t.Fatalf("the new incarnation settled %+v, want the dead one's record on node 0", settled)
+	}
+	bigger, err := m2.RedoSlot(ctx, c, 0, 4000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bigger == slot {
+		t.Fatal("a record larger than the slot kept the slot")
+	}
+	if _, ok, _ := wn.RedoOf(ctx, other, m2.Tag(), 0); ok {
+		t.Fatal("RedoOf found a record in a slot nobody wrote")
+	}
+}
