@@ -47,6 +47,7 @@ func (t *Tree) Stats() index.Stats {
 		TornUnderLock: t.tornLocked.Load(),
 		Delegated:     rd.Delegated, Combined: rd.Combined,
 		Retired: t.rstats.retired.Load(), Reused: t.rstats.reused.Load(), Renewals: t.rstats.renewals.Load(),
+		Crashed: t.rstats.crashed.Load(), Recovered: t.rstats.recovered.Load(),
 	}
 }
 

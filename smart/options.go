@@ -72,6 +72,23 @@ type Options struct {
 	// intervals without a heartbeat of its compute node starts again
 	// (I8), so the interval must be well above an operation's latency.
 	ReclaimInterval time.Duration
+
+	// Lease is how long a compute node's heartbeat must stand still, on
+	// the clock of another compute node, before that one judges the silent
+	// node's clients dead and takes their locks over (docs/recovery.md).
+	// Zero means 10 × ReclaimInterval with Reclaim, registry.DefaultLease
+	// (100 ms) without. A client the tree itself saw stop (an injected
+	// fault, remote.ErrCrashed) is judged dead at once, whatever the
+	// lease. It must be well above an operation's latency: a node paused
+	// longer than a lease may find a lock it held taken over.
+	Lease time.Duration
+	// NoRedo leaves out the redo record that precedes every in-place
+	// update (one more WRITE of 32 bytes plus the leaf's data, in the same
+	// batch: no round trip). Without it an update cut in the middle by a
+	// crash leaves a torn leaf that recovery cannot repair: Recover and
+	// the operations on that key fail with ErrCorrupt. It is the paper's
+	// configuration, kept for comparison.
+	NoRedo bool
 }
 
 // Defaults of Options.

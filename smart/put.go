@@ -212,11 +212,22 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, 
 	fillLeafData(s.img, key, value, class, birth) // the same leaf: its birth stays
 	clear(s.img[end:n])                           // padding, then the free lock word
 	a := sl.addr()
+	data := s.img[leafMetaOff:end]
 	if s.t.opts.Release == ReleaseInWrite {
-		return s.do(ctx, append(s.batch(), remote.Write(a.Add(leafMetaOff), s.img[leafMetaOff:n])))
+		data = s.img[leafMetaOff:n]
 	}
-	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), s.img[leafMetaOff:end]))
-	if s.t.opts.Release == ReleaseRoundTrip {
+	// I9: the redo record first, on the leaf's memory node, so that no byte
+	// of the leaf changes before it has landed.
+	ops, err := s.redoOps(ctx, s.batch(), a.Add(leafMetaOff), data)
+	if err != nil {
+		s.unlockAsync(ctx, sl) // nothing was written
+		return err
+	}
+	ops = append(ops, remote.Write(a.Add(leafMetaOff), data))
+	switch s.t.opts.Release {
+	case ReleaseInWrite:
+		return s.do(ctx, ops)
+	case ReleaseRoundTrip:
 		if err := s.do(ctx, ops); err != nil {
 			return err
 		}

@@ -52,20 +52,24 @@ func bornAfter(b, e uint32) bool {
 }
 
 // joinRegistry makes the tree's compute node a member of the pool's
-// registry when Options.Reclaim is set.
+// registry: lock tags, liveness (recover.go) and, with Options.Reclaim,
+// epochs.
 func (t *Tree) joinRegistry(ctx context.Context, c *remote.Client) error {
-	if !t.opts.Reclaim {
-		return nil
-	}
-	iv := t.opts.ReclaimInterval
-	if iv <= 0 {
-		iv = DefaultReclaimInterval
-	}
 	keep := func(a remote.Addr, size int) error {
 		t.leaves.Put(a, uint64(size))
 		return nil
 	}
-	n, err := registry.Join(ctx, c, registry.Options{Interval: iv, Lease: 10 * iv, Free: keep})
+	ro := registry.Options{Lease: t.opts.Lease, Free: keep}
+	if t.opts.Reclaim {
+		ro.Interval = t.opts.ReclaimInterval
+		if ro.Interval <= 0 {
+			ro.Interval = DefaultReclaimInterval
+		}
+		if ro.Lease == 0 {
+			ro.Lease = 10 * ro.Interval
+		}
+	}
+	n, err := registry.Join(ctx, c, ro)
 	if err != nil {
 		return err
 	}
@@ -77,7 +81,7 @@ func (t *Tree) joinRegistry(ctx context.Context, c *remote.Client) error {
 // reclamation): the birth of a leaf written now, and the stamp of a cache
 // entry read by an operation that started now.
 func (t *Tree) epoch() uint32 {
-	if t.reg == nil {
+	if !t.opts.Reclaim {
 		return 0
 	}
 	return uint32(t.reg.Epoch()) & birthMask
@@ -100,6 +104,9 @@ func (s *session) begin() error {
 			return wrapRemote(err)
 		}
 		s.m = m
+		if err := s.reserveRedo(ctx); err != nil {
+			return err
+		}
 	}
 	if _, err := s.m.Touch(ctx, s.c); err != nil {
 		return wrapRemote(err)
@@ -129,7 +136,7 @@ func (s *session) touch() {
 // it publishes a change decided on an unlocked read; the operation then
 // starts again with a new pin (renew).
 func (s *session) lost() bool {
-	return s.m != nil && s.t.reg.Lost(s.c.Now(), s.gen)
+	return s.t.opts.Reclaim && s.m != nil && s.t.reg.Lost(s.c.Now(), s.gen)
 }
 
 // renew ends a lost operation's pin and takes a new one.
@@ -148,6 +155,9 @@ func (s *session) end() {
 	}
 	s.m.Unpin()
 	t := s.t
+	if !t.opts.Reclaim {
+		return
+	}
 	now := int64(s.c.Now())
 	last := t.lastReclaim.Load()
 	if now-last < int64(t.reg.Interval()) || !t.lastReclaim.CompareAndSwap(last, now) {
@@ -168,7 +178,7 @@ func (s *session) end() {
 // later (I8). A leaf newly inserted during the operation, or by a compute
 // node whose epoch runs ahead, also costs that second read: harmless.
 func (s *session) reused(cur cursor, meta uint64) bool {
-	if s.t.reg == nil || cur.confirmed {
+	if !s.t.opts.Reclaim || cur.confirmed {
 		return false
 	}
 	ref := s.epoch
@@ -188,12 +198,12 @@ func (s *session) reused(cur cursor, meta uint64) bool {
 // that reclaims leaves: its leaf may have been freed and reused since the
 // snapshot (I8), so a torn or retired leaf read through it says nothing
 // about the slot, which the caller reads itself.
-func (s *session) mayBeReused(cur cursor) bool { return cur.cached && s.t.reg != nil }
+func (s *session) mayBeReused(cur cursor) bool { return cur.cached && s.t.opts.Reclaim }
 
 // retireLeaf hands a leaf that the operation unlinked and retired (I4) to
 // reclamation.
 func (s *session) retireLeaf(sl slot) {
-	if s.m != nil {
+	if s.t.opts.Reclaim && s.m != nil {
 		s.m.Retire(sl.addr(), classBytes(sl.leafClass()))
 		s.t.rstats.retired.Add(1)
 	}
@@ -203,7 +213,7 @@ func (s *session) retireLeaf(sl slot) {
 // publishing CAS failed): no slot ever held its address, so no client, and
 // no cache, can know it, and it is free at once.
 func (s *session) dropUnlinked(a remote.Addr, class int) {
-	if s.m != nil {
+	if s.t.opts.Reclaim {
 		s.t.leaves.Put(a, uint64(classBytes(class)))
 	}
 }
@@ -214,7 +224,7 @@ func (s *session) dropUnlinked(a remote.Addr, class int) {
 // node.
 func (s *session) allocLeaf(ctx context.Context, mn, class int) (remote.Addr, error) {
 	n := classBytes(class)
-	if s.t.reg == nil {
+	if !s.t.opts.Reclaim {
 		return s.allocNear(ctx, mn, n)
 	}
 	a := s.t.leaves.Take(mn, uint64(n), addrAlign)

@@ -305,7 +305,7 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 		return next, err
 	}
 	if slot(w).addr() == e.cur.sl.addr() {
-		if sc.s.t.reg != nil && !e.cur.confirmed {
+		if sc.s.t.opts.Reclaim && !e.cur.confirmed {
 			// With reclamation the content counts only if read after a
 			// read of the slot that named the leaf (I8): read it again.
 			e.cur.confirmed = true

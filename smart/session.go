@@ -47,6 +47,7 @@ type session struct {
 	m     *registry.Member
 	epoch uint32
 	gen   uint64 // the registry's heartbeat generation at the pin (lost)
+	redo  []byte // a redo record being written (recover.go)
 
 	// A scan's buffers, kept between scans (scanner.keep).
 	scanFront, scanNext []entry
@@ -119,6 +120,10 @@ func (s *session) value() []byte { return s.win.Value() }
 
 func (t *Tree) release(s *session) {
 	s.end()
+	if s.c.Crashed() {
+		t.replace(s)
+		return
+	}
 	s.win, s.entry, s.flagWaits = nil, nil, 0
 	t.mu.Lock()
 	t.free = append(t.free, s)
@@ -204,10 +209,10 @@ func (s *session) readLeaf(ctx context.Context, sl slot) (leafView, leafState, e
 	return v, st, nil
 }
 
-// lockTag is the value a client writes into a leaf lock word it holds.
-func (s *session) lockTag() uint64 {
-	return uint64(s.c.ComputeNode().ID())<<32 | uint64(s.c.ID()) | 1<<62
-}
+// lockTag is the value a client writes into a lock word it holds: its
+// registry tag, which names the client and its incarnation to a waiter that
+// judges whether the holder is alive (recover.go).
+func (s *session) lockTag() uint64 { return s.m.Tag() }
 
 func putWord(b []byte, v uint64) []byte {
 	return binary.LittleEndian.AppendUint64(b, v)

@@ -30,8 +30,8 @@ type Tree struct {
 	// tornLocked counts leaves found torn right after their lock was
 	// taken: the previous holder's WRITE was still landing (invariant I7).
 	tornLocked atomic.Uint64
-	// reg is the compute node's registry membership (Options.Reclaim),
-	// lastReclaim the client time of its last Reclaim (reclaim.go).
+	// reg is the compute node's registry membership (recover.go,
+	// reclaim.go), lastReclaim the client time of its last Reclaim (reclaim.go).
 	reg         *registry.Node
 	lastReclaim atomic.Int64
 	// leaves holds the reclaimed leaves, reused as leaves of this tree
@@ -40,7 +40,7 @@ type Tree struct {
 	// birth) instead of changing some other structure's word with its lock
 	// CAS. (The compute node's own free list serves every structure.)
 	leaves remote.FreeList
-	rstats struct{ retired, reused, renewals atomic.Uint64 }
+	rstats struct{ retired, reused, renewals, crashed, recovered atomic.Uint64 }
 
 	mu   sync.Mutex // guards free; never held across a verb
 	free []*session
@@ -101,6 +101,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	}
 	if opts.ReclaimInterval < 0 || (opts.ReclaimInterval > 0 && opts.ReclaimInterval < MinReclaimInterval) {
 		return nil, fmt.Errorf("smart: Open: %w: Options.ReclaimInterval %v below %v", remote.ErrBadRequest, opts.ReclaimInterval, MinReclaimInterval)
+	}
+	if opts.Lease < 0 {
+		return nil, fmt.Errorf("smart: Open: %w: negative Options.Lease %v", remote.ErrBadRequest, opts.Lease)
 	}
 	if opts.Release > ReleaseRoundTrip {
 		return nil, fmt.Errorf("smart: Open: %w: unknown Options.Release %v", remote.ErrBadRequest, opts.Release)

@@ -109,11 +109,11 @@ func (m *Member) RedoSlot(ctx context.Context, c *remote.Client, mn, n int, sett
 		}
 		st.addr, st.size = remote.Addr(binary.LittleEndian.Uint64(e[:])), int(binary.LittleEndian.Uint64(e[8:]))
 		if st.addr != 0 && settle != nil {
-			buf := make([]byte, st.size)
-			if err := c.Read(ctx, st.addr, buf); err != nil {
-				return 0, fmt.Errorf("registry: %w", err)
+			r, ok, err := readRedo(ctx, c, st.addr, st.size)
+			if err != nil {
+				return 0, err
 			}
-			if r, ok := ParseRedo(buf); ok && r.Tag != m.tag {
+			if ok && r.Tag != m.tag {
 				if err := settle(r); err != nil {
 					return 0, err
 				}
@@ -180,15 +180,30 @@ func (n *Node) RedoOf(ctx context.Context, c *remote.Client, tag uint64, mn int)
 	if a == 0 || size < RedoHeader || size > 1<<30 {
 		return Redo{}, false, nil
 	}
-	buf := make([]byte, size)
+	r, ok, err := readRedo(ctx, c, a, int(size))
+	if err != nil || !ok || r.Tag&tagFieldMask != tag&tagFieldMask {
+		return Redo{}, false, err
+	}
+	return r, true, nil
+}
+
+// readRedo reads the record in the redo slot of size bytes at a: the first
+// 256 bytes, and the rest of the record in a second round trip if its
+// header says it is longer (slots grow for large images and keep their
+// size, most records are small).
+func readRedo(ctx context.Context, c *remote.Client, a remote.Addr, size int) (Redo, bool, error) {
+	buf := make([]byte, min(size, 256))
 	if err := c.Read(ctx, a, buf); err != nil {
 		return Redo{}, false, fmt.Errorf("registry: %w", err)
 	}
-	r, ok := ParseRedo(buf)
-	if !ok || r.Tag&tagFieldMask != tag&tagFieldMask {
-		return Redo{}, false, nil
+	if n := RedoHeader + int(min(binary.LittleEndian.Uint64(buf[16:]), uint64(size))); n > len(buf) && n <= size {
+		buf = append(buf, make([]byte, n-len(buf))...)
+		if err := c.Read(ctx, a.Add(256), buf[256:]); err != nil {
+			return Redo{}, false, fmt.Errorf("registry: %w", err)
+		}
 	}
-	return r, true, nil
+	r, ok := ParseRedo(buf)
+	return r, ok, nil
 }
 
 // directory returns the address of blk's redo directory, allocating and

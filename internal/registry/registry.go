@@ -25,8 +25,11 @@ var (
 
 // Options configure a registry. The zero value works.
 type Options struct {
-	// Blocks is the number of blocks (compute nodes at once), 256 if zero;
-	// at most 65536. Every compute node of a pool must agree.
+	// Blocks is the number of blocks (compute nodes at once); at most
+	// 65536. Zero means 256, or fewer on a pool whose memory nodes are so
+	// small that the blocks would take more than a sixteenth of one (at
+	// least 1): every compute node of a pool sees the same size, so the
+	// default agrees. Every compute node of a pool must agree.
 	Blocks int
 	// Clients is the number of client slots per block, 32 if zero; at most
 	// 256. A compute node with more clients claims more blocks.
@@ -49,12 +52,15 @@ type Options struct {
 // DefaultLease is Options.Lease when zero.
 const DefaultLease = 100 * time.Millisecond
 
-func (o Options) withDefaults() (Options, error) {
-	if o.Blocks == 0 {
-		o.Blocks = 256
-	}
+func (o Options) withDefaults(nodeBytes int64) (Options, error) {
 	if o.Clients == 0 {
 		o.Clients = 32
+	}
+	if o.Blocks == 0 {
+		o.Blocks = 256
+		for o.Blocks > 1 && int64(blocksBytes(o.Blocks, o.Clients)) > nodeBytes/16 {
+			o.Blocks /= 2
+		}
 	}
 	if o.Lease == 0 {
 		o.Lease = DefaultLease
@@ -109,7 +115,7 @@ type block struct {
 // Join claims a block of the pool's registry for c's compute node, creating
 // the registry on first use. c is used for this call only.
 func Join(ctx context.Context, c *remote.Client, opts Options) (*Node, error) {
-	opts, err := opts.withDefaults()
+	opts, err := opts.withDefaults(c.Pool().Config().NodeBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +194,11 @@ func (n *Node) claim(ctx context.Context, c *remote.Client) (*block, error) {
 		n.lastBeat.Store(int64(c.Now()))
 		n.blocks = append(n.blocks, blk)
 		n.mu.Unlock()
+		// The redo directory now, while memory is likely free: members
+		// then find it on a full pool.
+		if _, err := n.directory(ctx, c, blk); err != nil {
+			return nil, err
+		}
 		return blk, nil
 	}
 	return nil, fmt.Errorf("%w: all %d blocks are claimed", ErrFull, n.opts.Blocks)

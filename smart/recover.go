@@ -1,0 +1,224 @@
+package smart
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+
+	"github.com/dmindex/dmindex/internal/registry"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Crash recovery (docs/recovery.md; invariant I9 of docs/smart-protocol.md).
+//
+// Lock words hold registry tags. A waiter that keeps finding a leaf lock
+// held judges the holder every judgeEvery attempts (registry.Node.Dead: one
+// READ; dead at once if the tree saw the holder's client stop, after a lease
+// if its compute node went silent). A dead holder's lock is taken over with
+//
+//	[CAS(L.lock: dead → own tag | repairBit), R(L)]
+//
+// which only one waiter wins; the winner repairs L from what it read and
+// releases it:
+//
+//   - torn (a WRITE cut by the crash): rewrite it from the dead holder's
+//     redo record on L's memory node, which names L and landed in full
+//     before any byte of L changed (same memory node, posting order);
+//   - valid bit clear (the holder was deleting L or moving it out of
+//     place): if L's slot, named by its reverse pointer, still holds L, the
+//     unlink never happened: W(L.meta with valid), release; otherwise it
+//     happened: W(L.lock = RETIRED) (I4) and hand L to reclamation;
+//   - otherwise the holder died between its lock and its write, or after
+//     its write and before the release: release.
+//
+// Every step is decided from remote state only and is idempotent, so a
+// repairer that dies mid-repair leaves its own tag, and the next one starts
+// over. A split's moving flag carries no owner; waitMoving judges it by
+// time and repairFlag finishes or undoes the split.
+
+// repairBit marks a lock word taken over by a repairer.
+const repairBit = 1 << 61
+
+// judgeEvery is how many attempts on a held lock pass between two
+// judgements of its holder.
+const judgeEvery = 16
+
+// replace drops a session whose client an injected fault stopped: the
+// registry learns at once that its tag is dead (so its locks are recovered
+// without waiting for a lease), and the next operation gets a new session
+// with a new client of the compute node.
+func (t *Tree) replace(s *session) {
+	t.rstats.crashed.Add(1)
+	if s.m == nil {
+		return
+	}
+	ns := t.newSession()
+	_ = s.m.MarkDead(context.Background(), ns.c) // fails only if the pool closed
+	t.mu.Lock()
+	t.free = append(t.free, ns)
+	t.mu.Unlock()
+}
+
+// holderDead judges the holder of a lock word found held (a tag, possibly
+// with repairBit) for a waiter on its attempt-th try. Only every judgeEvery
+// attempts does it cost a READ.
+func (s *session) holderDead(ctx context.Context, w *registry.Watch, word uint64, attempt int) (bool, error) {
+	if attempt%judgeEvery != judgeEvery-1 || !registry.IsTag(word) {
+		return false, nil
+	}
+	dead, err := s.t.reg.Dead(ctx, s.c, w, word)
+	return dead, wrapRemote(err)
+}
+
+// recoverLeaf takes over the lock of the leaf of class class at a, held by
+// the dead tag dead, repairs what its holder left and releases it. It
+// reports false if the lock word no longer held dead (another repairer won,
+// or the holder released it after all).
+func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dead uint64) (bool, error) {
+	ctx = context.WithoutCancel(ctx) // a lock taken over is always released
+	n := classBytes(class)
+	buf := make([]byte, n)
+	ops := append(s.batch(), remote.CAS(a.Add(uint64(n-8)), dead, s.lockTag()|repairBit), remote.Read(a, buf))
+	if err := s.do(ctx, ops); err != nil {
+		return false, err
+	}
+	if !ops[0].Succeeded() {
+		return false, nil
+	}
+	s.t.rstats.recovered.Add(1)
+	return true, s.repairLeaf(ctx, a, class, buf, dead)
+}
+
+// repairLeaf repairs the leaf at a, read into buf after its lock was taken
+// over from dead, and releases the lock (see the top of this file).
+func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf []byte, dead uint64) error {
+	n := classBytes(class)
+	v, st := parseLeaf(buf, class)
+	if st == leafTorn {
+		rec, ok, err := s.t.reg.RedoOf(ctx, s.c, dead, a.MN())
+		if err != nil {
+			return wrapRemote(err)
+		}
+		off := uint64(rec.Target) - uint64(a)
+		if !ok || rec.Target < a || off+uint64(len(rec.Image)) > uint64(n) {
+			return corruptf("I9: leaf %v: torn by the dead writer %#x, which left no redo record of it", a, dead)
+		}
+		end := min(int(off)+len(rec.Image), n-8) // the lock word stays ours
+		copy(buf[off:end], rec.Image)
+		if v, st = parseLeaf(buf, class); st == leafTorn {
+			return corruptf("I9: leaf %v: still torn after the redo record of %#x", a, dead)
+		}
+		if err := s.c.Write(ctx, a.Add(off), buf[off:end]); err != nil {
+			return err
+		}
+	}
+	if st == leafRetired {
+		linked, err := s.stillLinked(ctx, a, v.rev)
+		switch {
+		case err != nil:
+			return err
+		case linked:
+			return s.unlock(ctx, leafSlot(0, class, a), v.meta)
+		}
+		if err := s.retire(ctx, leafSlot(0, class, a)); err != nil {
+			return err
+		}
+		return nil
+	}
+	return s.c.Write(ctx, a.Add(uint64(n-8)), zeroWord[:])
+}
+
+// stillLinked reports whether the slot named by rev, the reverse pointer of
+// the locked leaf at a, still holds the leaf. Only a split moves a locked
+// leaf, and a split flags rev before its slot CAS and changes it after, so
+// the slot word means something only if rev reads the same, unflagged,
+// before and after it (two round trips: the slot and the leaf may be on
+// different memory nodes, whose verbs are not ordered).
+func (s *session) stillLinked(ctx context.Context, a, rev remote.Addr) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		if rev&revMoving == 0 {
+			w, err := s.readWord(ctx, rev)
+			if err != nil {
+				return false, err
+			}
+			again, err := s.readWord(ctx, a.Add(leafRevOff))
+			if err != nil {
+				return false, err
+			}
+			if remote.Addr(again) == rev {
+				sl := slot(w)
+				return sl.isLeaf() && sl.addr() == a, nil
+			}
+			rev = remote.Addr(again)
+			continue
+		}
+		if err := s.waitMoving(ctx, a.Add(leafRevOff)); err != nil {
+			return false, err
+		}
+		w, err := s.readWord(ctx, a.Add(leafRevOff))
+		if err != nil {
+			return false, err
+		}
+		rev = remote.Addr(w)
+	}
+}
+
+// settle repairs the leaf named by a redo record that a previous
+// incarnation of the session's client slot left, if that incarnation's lock
+// still holds it: the record is about to be overwritten, and with it the
+// only way to repair the leaf if the cut WRITE tore it.
+func (s *session) settle(ctx context.Context) func(registry.Redo) error {
+	return func(r registry.Redo) error {
+		if len(r.Image) < 8 || r.Target < leafMetaOff {
+			return nil
+		}
+		class := metaClass(binary.LittleEndian.Uint64(r.Image))
+		a := r.Target - leafMetaOff
+		n := classBytes(class)
+		if class >= numClasses || uint64(a)%addrAlign != 0 {
+			return nil // not a leaf record of this tree
+		}
+		lock, err := s.readWord(ctx, a.Add(uint64(n-8)))
+		if err != nil || lock&^repairBit != r.Tag {
+			return err
+		}
+		_, err = s.recoverLeaf(ctx, a, class, lock)
+		return err
+	}
+}
+
+// reserveRedo takes the new member's redo slots on every memory node,
+// room for the records of leaves of up to 256 bytes, when it registers:
+// an in-place update of such a leaf then needs no allocation, so it works
+// on a pool that fills up later; a larger one grows its slot on first use.
+// A memory node that is full already is skipped: an in-place update on it
+// tries again, and fails with ErrOutOfMemory, leaving the leaf unchanged,
+// if the node is still full.
+func (s *session) reserveRedo(ctx context.Context) error {
+	if s.t.opts.NoRedo {
+		return nil
+	}
+	for mn := range s.c.Pool().MemoryNodes() {
+		_, err := s.m.RedoSlot(ctx, s.c, mn, 256-registry.RedoHeader, s.settle(ctx))
+		if err != nil && !errors.Is(err, remote.ErrOutOfMemory) {
+			return wrapRemote(err)
+		}
+	}
+	return nil
+}
+
+// redoOps returns the WRITE of the redo record of writing image at target
+// under the session's lock, into its redo slot on target's memory node,
+// appended to ops, the batch the WRITE follows in (nothing with
+// Options.NoRedo).
+func (s *session) redoOps(ctx context.Context, ops []remote.Op, target remote.Addr, image []byte) ([]remote.Op, error) {
+	if s.t.opts.NoRedo {
+		return ops, nil
+	}
+	at, err := s.m.RedoSlot(ctx, s.c, target.MN(), len(image), s.settle(ctx))
+	if err != nil {
+		return ops, wrapRemote(err)
+	}
+	s.redo = registry.AppendRedo(s.redo[:0], target, s.lockTag(), image)
+	return append(ops, remote.Write(at, s.redo)), nil
+}
