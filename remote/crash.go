@@ -56,6 +56,25 @@ func (cn *ComputeNode) Crash(f Fault) {
 	cn.armed.Store(true)
 }
 
+// Disarm removes the faults armed on the compute node and its clients that
+// have not struck, and returns how many there were: a test that armed a
+// fault before an operation learns whether the operation completed before
+// reaching it. Call it while none of the node's clients is in use.
+func (cn *ComputeNode) Disarm() int {
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	n := len(cn.pending)
+	cn.pending = nil
+	cn.armed.Store(false)
+	for _, c := range cn.clients {
+		if c.fault.armed {
+			c.fault.armed = false
+			n++
+		}
+	}
+	return n
+}
+
 // InjectCrashes stops clients at random at an average of rate per second of
 // the pool's clock (virtual time in the simulator), in a sequence set by
 // seed: at the first batch a client posts after a crash is due, the client

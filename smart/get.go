@@ -75,11 +75,19 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 		case st == leafTorn && s.mayBeReused(cur):
 			cur, err = s.reread(ctx, cur)
 		case st == leafTorn:
-			err = s.retry()
+			// Being written, or cut by a crash: a writer that died holding
+			// the lock is recovered (I9).
+			if err = s.retry(); err == nil {
+				err = s.recoverHeld(ctx, &s.watch, cur.sl, v.lock, s.retries)
+			}
 		case (st == leafOK && s.stale(cur, v.rev)) || s.reused(cur, v.meta):
 			cur, err = s.reread(ctx, cur)
 		case st == leafOK && v.matches(key):
 			return bytes.Clone(v.value), true, nil
+		case st == leafOK && v.rev == cur.addr|revMoving && !cur.cached:
+			// A split of this leaf is in flight (or its splitter died) and
+			// has not published: the slot, read before the leaf, held it.
+			return nil, false, nil
 		case st == leafOK && v.rev != cur.addr:
 			// Another key's leaf that a split has moved since its slot was
 			// read (possibly before the read window was sealed): the key may

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
@@ -127,6 +128,7 @@ const (
 // key, or locked by someone else (back off, bounded by maxLockAttempts).
 // Nothing is decided on a leaf that failed validation.
 func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLock, leafView, cursor, error) {
+	var watch registry.Watch
 	for attempt := 0; ; attempt++ {
 		v, st, lockOld, err := s.lockAndRead(ctx, cur.sl)
 		if err != nil {
@@ -138,6 +140,12 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 			(st != leafTorn && s.reused(cur, v.meta)) || (st == leafTorn && s.mayBeReused(cur)):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
+			} else if st == leafRetired && lockOld != lockRetired {
+				// Retired under a lock: an unlink in progress, or one whose
+				// client died before or after its slot CAS (I9).
+				if err := s.recoverHeld(ctx, &s.watch, cur.sl, lockOld, s.retries); err != nil {
+					return 0, v, cur, err
+				}
 			}
 			cur, err = s.reread(ctx, cur)
 			return leafMoved, v, cur, err
@@ -145,6 +153,8 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 			if locked {
 				s.t.tornLocked.Add(1)
 				s.unlockAsync(ctx, cur.sl)
+			} else if err := s.recoverHeld(ctx, &watch, cur.sl, lockOld, attempt); err != nil {
+				return 0, v, cur, err
 			}
 			if err := s.retry(); err != nil {
 				return 0, v, cur, err
@@ -163,6 +173,9 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 		case !locked:
 			if attempt >= maxLockAttempts {
 				return 0, v, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
+			}
+			if err := s.recoverHeld(ctx, &watch, cur.sl, lockOld, attempt); err != nil {
+				return 0, v, cur, err
 			}
 			s.c.Backoff(attempt)
 			s.touch()

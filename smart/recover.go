@@ -70,6 +70,19 @@ func (s *session) holderDead(ctx context.Context, w *registry.Watch, word uint64
 	return dead, wrapRemote(err)
 }
 
+// recoverHeld is a waiter's step on the leaf sl points to, whose lock it
+// found holding word on its attempt-th try: every judgeEvery attempts it
+// judges the holder and, if dead, recovers the leaf (the caller then reads
+// it again).
+func (s *session) recoverHeld(ctx context.Context, w *registry.Watch, sl slot, word uint64, attempt int) error {
+	dead, err := s.holderDead(ctx, w, word, attempt)
+	if err != nil || !dead {
+		return err
+	}
+	_, err = s.recoverLeaf(ctx, sl.addr(), sl.leafClass(), word)
+	return err
+}
+
 // recoverLeaf takes over the lock of the leaf of class class at a, held by
 // the dead tag dead, repairs what its holder left and releases it. It
 // reports false if the lock word no longer held dead (another repairer won,
@@ -152,7 +165,7 @@ func (s *session) stillLinked(ctx context.Context, a, rev remote.Addr) (bool, er
 			rev = remote.Addr(again)
 			continue
 		}
-		if err := s.waitMoving(ctx, a.Add(leafRevOff)); err != nil {
+		if err := s.waitMoving(ctx, a.Add(leafRevOff), nil); err != nil {
 			return false, err
 		}
 		w, err := s.readWord(ctx, a.Add(leafRevOff))
@@ -221,4 +234,43 @@ func (s *session) redoOps(ctx context.Context, ops []remote.Op, target remote.Ad
 	}
 	s.redo = registry.AppendRedo(s.redo[:0], target, s.lockTag(), image)
 	return append(ops, remote.Write(at, s.redo)), nil
+}
+
+// repairFlag returns the repair of a moving flag left on the reverse
+// pointer at revAddr of the object cur's slot led to, by a split that
+// stood still for a lease: read the slot again; if it still holds the
+// object and the flag names it, the split never published: clear the flag.
+// If the flag names another slot, the split published and the object is
+// now in cur's slot, which the traversal reached through the new node:
+// move the reverse pointer there (I5), after lowering a node's header to
+// the depth of that slot (the header split's other completing step).
+// Anything else is left for the traversal to read again.
+func (s *session) repairFlag(cur cursor, revAddr remote.Addr) func(context.Context, remote.Addr) error {
+	return func(ctx context.Context, rev remote.Addr) error {
+		w, err := s.readWord(ctx, cur.addr)
+		if err != nil || slot(w).addr() != cur.sl.addr() {
+			return err
+		}
+		if rev&^revMoving != cur.addr && !cur.sl.isLeaf() {
+			if err := s.lowerTo(ctx, cur.sl.addr(), cur.depth); err != nil {
+				return err
+			}
+		}
+		old, err := s.c.CAS(ctx, revAddr, uint64(rev), uint64(cur.addr))
+		if err == nil && old == uint64(rev) {
+			s.t.rstats.recovered.Add(1)
+		}
+		return err
+	}
+}
+
+// lowerTo raises the header depth of the node at a to depth (dropping the
+// prefix bytes now matched above it) unless it is there already.
+func (s *session) lowerTo(ctx context.Context, a remote.Addr, depth int) error {
+	hdr := a.Add(nodeHeaderOff)
+	w, err := s.readWord(ctx, hdr)
+	for h := header(w); err == nil && h.depth() < depth; h = header(w) {
+		w, err = s.c.CAS(ctx, hdr, uint64(h), uint64(h.dropped(depth-h.depth())))
+	}
+	return err
 }

@@ -46,8 +46,9 @@ type session struct {
 	// Options.Reclaim, and the epoch the current operation started in.
 	m     *registry.Member
 	epoch uint32
-	gen   uint64 // the registry's heartbeat generation at the pin (lost)
-	redo  []byte // a redo record being written (recover.go)
+	gen   uint64         // the registry's heartbeat generation at the pin (lost)
+	redo  []byte         // a redo record being written (recover.go)
+	watch registry.Watch // a reader's judgement of a torn leaf's writer
 
 	// A scan's buffers, kept between scans (scanner.keep).
 	scanFront, scanNext []entry
@@ -124,7 +125,7 @@ func (t *Tree) release(s *session) {
 		t.replace(s)
 		return
 	}
-	s.win, s.entry, s.flagWaits = nil, nil, 0
+	s.win, s.entry, s.flagWaits, s.watch = nil, nil, 0, registry.Watch{}
 	t.mu.Lock()
 	t.free = append(t.free, s)
 	t.mu.Unlock()

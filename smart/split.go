@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -206,7 +207,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 	if revOld&revMoving != 0 {
 		// Another split of this object is in flight: let it finish, then
 		// read the slot again.
-		return false, cur, s.waitMoving(ctx, revAddr)
+		return false, cur, s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
 	}
 	if s.lost() {
 		return false, cur, errRestart // the split was decided on what may be reused memory (I8)
@@ -227,7 +228,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		ops = s.batch()
 	}
 	if !mark.Succeeded() {
-		return false, cur, s.waitMoving(ctx, revAddr)
+		return false, cur, s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
 	}
 	ctx = context.WithoutCancel(ctx) // the flag is always cleared
 	var ok bool
@@ -254,8 +255,13 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 
 // waitMoving backs off while another split of an object holds its
 // revMoving flag (like a lock held; bounded like one), so the caller can
-// read the slot again and see that split's result.
-func (s *session) waitMoving(ctx context.Context, revAddr remote.Addr) error {
+// read the slot again and see that split's result. A flag that stands
+// still for a lease on this client's clock was left by a splitter that
+// died (it carries no owner to judge): fix, if not nil, then finishes or
+// undoes that split (repairFlag).
+func (s *session) waitMoving(ctx context.Context, revAddr remote.Addr, fix func(context.Context, remote.Addr) error) error {
+	var first remote.Addr
+	var since time.Duration
 	for s.flagWaits++; ; s.flagWaits++ {
 		if s.flagWaits > maxLockAttempts {
 			return fmt.Errorf("%w: a split of the object with reverse pointer at %v did not finish", ErrContention, revAddr)
@@ -264,6 +270,12 @@ func (s *session) waitMoving(ctx context.Context, revAddr remote.Addr) error {
 		w, err := s.readWord(ctx, revAddr)
 		if err != nil || remote.Addr(w)&revMoving == 0 {
 			return err
+		}
+		switch now := s.c.Now(); {
+		case remote.Addr(w) != first:
+			first, since = remote.Addr(w), now
+		case fix != nil && now-since >= s.t.reg.Lease():
+			return fix(context.WithoutCancel(ctx), first)
 		}
 	}
 }

@@ -227,6 +227,9 @@ func (n *Node) Close(ctx context.Context, c *remote.Client) error {
 	return nil
 }
 
+// Lease returns the node's lease (Options.Lease).
+func (n *Node) Lease() time.Duration { return n.opts.Lease }
+
 // Interval returns the node's heartbeat interval (Options.Interval).
 func (n *Node) Interval() time.Duration { return n.opts.Interval }
 

@@ -1,0 +1,206 @@
+package smart
+
+import (
+	"context"
+	"encoding/binary"
+
+	"github.com/dmindex/dmindex/internal/registry"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Recover sweeps the whole tree and repairs what dead clients left: leaf
+// locks (and, with Options.LockedInternal, node locks) held by clients
+// judged dead, and moving flags of splits that did not finish. It returns
+// the number of locks and flags it recovered. It is safe to run while
+// operations run.
+//
+// A holder the registry already knows dead (a client the tree saw stop, a
+// closed client) is recovered in the first walk. Locks and flags that look
+// alive are watched: after a lease on this compute node's clock, a second
+// walk recovers those whose word and holder's heartbeat stood still all
+// that time. A flag carries no owner: it is judged by time alone, and a
+// split that did not finish is completed (its object's reverse pointer
+// moved to the slot the walk found it in, a node's header lowered to its
+// depth there) or undone (the flag cleared) by what the walk found.
+func (t *Tree) Recover(ctx context.Context) (int, error) {
+	s, err := t.session()
+	if err != nil {
+		return 0, err
+	}
+	defer t.release(s)
+	w := sweeper{s: s, watched: make(map[remote.Addr]*watched)}
+	if err := w.walk(ctx); err != nil {
+		return w.recovered, wrapRemote(err)
+	}
+	if len(w.watched) == 0 {
+		return w.recovered, nil
+	}
+	start := s.c.Now()
+	for attempt := 0; s.c.Now()-start <= t.reg.Lease(); attempt++ {
+		if err := ctx.Err(); err != nil {
+			return w.recovered, err
+		}
+		s.c.Backoff(attempt)
+		s.touch()
+	}
+	w.second = true
+	err = w.walk(ctx)
+	return w.recovered, wrapRemote(err)
+}
+
+// watched is a lock or flag word the first walk found held.
+type watched struct {
+	word  uint64
+	watch registry.Watch
+}
+
+// sweeper is one Recover.
+type sweeper struct {
+	s         *session
+	second    bool // the walk after the lease
+	watched   map[remote.Addr]*watched
+	recovered int
+	seen      map[remote.Addr]bool
+}
+
+func (w *sweeper) walk(ctx context.Context) error {
+	w.seen = make(map[remote.Addr]bool)
+	root, err := w.s.root(ctx)
+	if err != nil {
+		return err
+	}
+	return w.node(ctx, root, 0)
+}
+
+// node sweeps the node cur leads to, at key depth depth (the length of the
+// path to it).
+func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
+	a := cur.sl.addr()
+	if w.seen[a] {
+		return nil
+	}
+	w.seen[a] = true
+	buf := make([]byte, nodeAllocBytes)
+	if err := w.s.c.Read(ctx, a, buf); err != nil {
+		return err
+	}
+	rev := remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
+	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	if rev&revMoving != 0 {
+		if err := w.flag(ctx, a.Add(nodeRevOff), rev, cur.addr, func(ctx context.Context) error {
+			return w.s.lowerTo(ctx, a, depth)
+		}); err != nil {
+			return err
+		}
+	}
+	if w.s.t.opts.LockedInternal {
+		lock := binary.LittleEndian.Uint64(buf[nodeLockOff:])
+		if err := w.lock(ctx, a.Add(nodeLockOff), lock, func(ctx context.Context, word uint64) error {
+			_, err := w.s.c.CAS(ctx, a.Add(nodeLockOff), word, 0) // a node holds no state under its lock
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	childDepth := depth + h.prefixLen() + 1
+	for i := range 256 {
+		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+		child := cursor{addr: nodeSlotAddr(a, i), sl: sl, depth: childDepth, node: a}
+		var err error
+		switch {
+		case sl.isEmpty() || sl.isTombstone():
+		case sl.isLeaf():
+			err = w.leaf(ctx, child)
+		default:
+			err = w.node(ctx, child, childDepth)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaf sweeps the leaf cur leads to.
+func (w *sweeper) leaf(ctx context.Context, cur cursor) error {
+	a, class := cur.sl.addr(), cur.sl.leafClass()
+	n := classBytes(class)
+	buf := make([]byte, n)
+	if err := w.s.c.Read(ctx, a, buf); err != nil {
+		return err
+	}
+	rev := remote.Addr(binary.LittleEndian.Uint64(buf[leafRevOff:]))
+	if rev&revMoving != 0 {
+		if err := w.flag(ctx, a.Add(leafRevOff), rev, cur.addr, nil); err != nil {
+			return err
+		}
+	}
+	lock := binary.LittleEndian.Uint64(buf[n-8:])
+	return w.lock(ctx, a.Add(uint64(n-8)), lock, func(ctx context.Context, word uint64) error {
+		_, err := w.s.recoverLeaf(ctx, a, class, word)
+		return err
+	})
+}
+
+// lock judges the lock word at at, found holding word, and runs recover
+// (which takes it over and releases it) if its holder is dead.
+func (w *sweeper) lock(ctx context.Context, at remote.Addr, word uint64, recover func(context.Context, uint64) error) error {
+	if word == 0 || !registry.IsTag(word) {
+		return nil
+	}
+	o := w.watched[at]
+	switch {
+	case o == nil && w.second:
+		return nil // held since the first walk only: alive for all we know
+	case o == nil:
+		o = &watched{word: word}
+		w.watched[at] = o
+	case o.word != word:
+		return nil // changed hands: its holder was alive
+	}
+	dead, err := w.s.t.reg.Dead(ctx, w.s.c, &o.watch, word)
+	if err != nil || !dead {
+		return err
+	}
+	delete(w.watched, at)
+	before := w.s.t.rstats.recovered.Load()
+	if err := recover(context.WithoutCancel(ctx), word); err != nil {
+		return err
+	}
+	if w.s.t.rstats.recovered.Load() != before {
+		w.recovered++
+	}
+	return nil
+}
+
+// flag handles the moving flag found on the reverse pointer at at (holding
+// rev) of an object the walk reached through the slot at where: in the
+// first walk it is noted; in the second, if it stood still, the split is
+// finished (the object is now under where: the reverse pointer moves there
+// and complete, if not nil, runs the split's other completing step) or
+// undone (the object is still in the slot the flag protected).
+func (w *sweeper) flag(ctx context.Context, at, rev, where remote.Addr, complete func(context.Context) error) error {
+	o := w.watched[at]
+	if !w.second {
+		if o == nil {
+			w.watched[at] = &watched{word: uint64(rev)}
+		}
+		return nil
+	}
+	if o == nil || o.word != uint64(rev) {
+		return nil
+	}
+	delete(w.watched, at)
+	ctx = context.WithoutCancel(ctx)
+	if where != rev&^revMoving && complete != nil {
+		if err := complete(ctx); err != nil {
+			return err
+		}
+	}
+	old, err := w.s.c.CAS(ctx, at, uint64(rev), uint64(where))
+	if err == nil && old == uint64(rev) {
+		w.s.t.rstats.recovered.Add(1)
+		w.recovered++
+	}
+	return err
+}
