@@ -28,6 +28,10 @@ var indexes = map[string]index{
 	// SMART reusing retired leaves (smart.Options.Reclaim), to measure
 	// what reclamation costs next to the paper's design.
 	"smart-reclaim": {open: func() ycsb.Opener { return smartOpener(smart.Options{Reclaim: true}) }, footprint: smartFootprint},
+	// SMART without the redo record of in-place updates
+	// (smart.Options.NoRedo): the paper's update, which a crash in the
+	// middle of its WRITE leaves torn for good.
+	"smart-noredo": {open: func() ycsb.Opener { return smartOpener(smart.Options{NoRedo: true}) }, footprint: smartFootprint},
 }
 
 // lookup returns the named index.
