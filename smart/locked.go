@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -19,6 +20,7 @@ import (
 // lockNode takes node's lock and reads n bytes of it (from offset 0) into
 // buf in the same round trip.
 func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) error {
+	var watch registry.Watch
 	for attempt := 0; ; attempt++ {
 		// Its own op array: the caller's batch may hold staged writes.
 		ops := s.lockOps[:]
@@ -32,6 +34,19 @@ func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) er
 		}
 		if attempt >= maxLockAttempts {
 			return fmt.Errorf("%w: node lock at %v held by %#x for %d attempts", ErrContention, node, ops[0].Old, attempt)
+		}
+		// A holder that died leaves the node consistent (its slot write is
+		// one 8-byte word): its lock is just released (I9).
+		held := ops[0].Old
+		if dead, err := s.holderDead(ctx, &watch, held, attempt); err != nil {
+			return err
+		} else if dead {
+			if old, err := s.c.CAS(ctx, node.Add(nodeLockOff), held, 0); err != nil {
+				return err
+			} else if old == held {
+				s.t.rstats.recovered.Add(1)
+			}
+			continue
 		}
 		s.c.Backoff(attempt)
 	}

@@ -13,12 +13,14 @@ import (
 
 // TestCrashEveryPoint stops the client of one operation at every verb and
 // at every word of every WRITE, for each kind of write (an update in place,
-// an update that moves the leaf to a larger class, a delete, an insert that
-// splits a leaf), in InOrder and Strict modes. After each crash the key
+// an update that moves the leaf to a larger class, a delete, inserts that
+// split a leaf, split a node's header or fill a free slot), in InOrder and
+// Strict modes. After each crash the key
 // holds its old or its new value, never anything else, its neighbours are
 // intact, a lock the crash left is recovered by the next writer of the key
 // (the tree saw its client stop, so at once), a second compute node can
-// write the key too, and Recover then Verify pass.
+// write the key too, and Recover then Verify pass. The locked-internal
+// variant adds node locks held by the dead client.
 func TestCrashEveryPoint(t *testing.T) {
 	ctx := context.Background()
 	keys := [][]byte{[]byte("apple"), []byte("apricot"), []byte("banana"), []byte("blueberry")}
@@ -33,10 +35,23 @@ func TestCrashEveryPoint(t *testing.T) {
 		{"update-moves", keys[1], func(tr *Tree, k []byte) error { return tr.Put(ctx, k, bytes.Repeat([]byte("n"), 300)) }, bytes.Repeat([]byte("n"), 300)},
 		{"delete", keys[2], func(tr *Tree, k []byte) error { _, err := tr.Delete(ctx, k); return err }, nil},
 		{"insert-splits", []byte("apricots"), func(tr *Tree, k []byte) error { return tr.Put(ctx, k, []byte("fresh")) }, []byte("fresh")},
+		{"insert-normal", []byte("cherry"), func(tr *Tree, k []byte) error { return tr.Put(ctx, k, []byte("fresh")) }, []byte("fresh")},
+		{"insert-splits-header", []byte("avocado"), func(tr *Tree, k []byte) error { return tr.Put(ctx, k, []byte("fresh")) }, []byte("fresh")},
 	}
-	for _, ord := range []remote.Ordering{remote.InOrder, remote.Strict} {
+	variants := []struct {
+		name string
+		opts Options
+	}{
+		{"inorder", Options{}}, {"strict", Options{}}, {"locked-internal", Options{LockedInternal: true}},
+	}
+	for _, vr := range variants {
+		ord := remote.InOrder
+		if vr.name == "strict" {
+			ord = remote.Strict
+		}
+		vr.opts.Lease = time.Millisecond
 		for _, op := range ops {
-			t.Run(fmt.Sprintf("%v/%s", ord, op.name), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s", vr.name, op.name), func(t *testing.T) {
 				crashes := 0
 				for after := 0; ; after++ {
 					completed := false
@@ -48,7 +63,7 @@ func TestCrashEveryPoint(t *testing.T) {
 							t.Fatal(err)
 						}
 						cn := p.NewComputeNode()
-						tr, err := Open(cn, Options{Lease: time.Millisecond})
+						tr, err := Open(cn, vr.opts)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -67,7 +82,7 @@ func TestCrashEveryPoint(t *testing.T) {
 						default:
 							crashes++
 						}
-						checkAfterCrash(t, point, tr, p, op.key, op.want, keys, old)
+						checkAfterCrash(t, point, tr, p, vr.opts, op.key, op.want, keys, old)
 						p.Close()
 						if completed {
 							break
@@ -89,7 +104,7 @@ func TestCrashEveryPoint(t *testing.T) {
 // been stopped: key holds its old value (or is absent if it had none) or
 // want (nil: absent), the other keys hold old, the key can be written from
 // this compute node and another, and Recover and Verify pass.
-func checkAfterCrash(t *testing.T, point string, tr *Tree, p *remote.Pool, key, want []byte, keys [][]byte, old []byte) {
+func checkAfterCrash(t *testing.T, point string, tr *Tree, p *remote.Pool, opts Options, key, want []byte, keys [][]byte, old []byte) {
 	t.Helper()
 	ctx := context.Background()
 	existed := false
@@ -118,7 +133,7 @@ func checkAfterCrash(t *testing.T, point string, tr *Tree, p *remote.Pool, key, 
 	if err := tr.Put(ctx, key, []byte("after")); err != nil {
 		t.Fatalf("%s: Put(%q) after the crash: %v", point, key, err)
 	}
-	other, err := Open(p.NewComputeNode(), Options{Lease: time.Millisecond})
+	other, err := Open(p.NewComputeNode(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
