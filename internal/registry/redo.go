@@ -108,6 +108,9 @@ func (m *Member) RedoSlot(ctx context.Context, c *remote.Client, mn, n int, sett
 			return 0, fmt.Errorf("registry: %w", err)
 		}
 		st.addr, st.size = remote.Addr(binary.LittleEndian.Uint64(e[:])), int(binary.LittleEndian.Uint64(e[8:]))
+		if st.addr == 0 || st.size < RedoHeader || st.size > 1<<30 {
+			st.addr, st.size = 0, 0 // none, or an entry whose WRITE a crash cut
+		}
 		if st.addr != 0 && settle != nil {
 			r, ok, err := readRedo(ctx, c, st.addr, st.size)
 			if err != nil {
@@ -192,6 +195,9 @@ func (n *Node) RedoOf(ctx context.Context, c *remote.Client, tag uint64, mn int)
 // header says it is longer (slots grow for large images and keep their
 // size, most records are small).
 func readRedo(ctx context.Context, c *remote.Client, a remote.Addr, size int) (Redo, bool, error) {
+	if size < RedoHeader {
+		return Redo{}, false, nil // an entry whose WRITE a crash cut
+	}
 	buf := make([]byte, min(size, 256))
 	if err := c.Read(ctx, a, buf); err != nil {
 		return Redo{}, false, fmt.Errorf("registry: %w", err)
