@@ -389,7 +389,7 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	switch {
 	case !(cfg.CrashRate >= 0 && cfg.CrashRate <= MaxCrashRate): // also rejects NaN
-		return cfg, fmt.Errorf("ycsb: crash rate %v: want 0 (no crashes) up to %v per second of virtual time", cfg.CrashRate, MaxCrashRate)
+		return cfg, fmt.Errorf("ycsb: crash rate %v: want 0 (no crashes) up to %.0f per second of virtual time", cfg.CrashRate, MaxCrashRate)
 	case cfg.CrashRate > 0 && cfg.Mode != ModeSim:
 		return cfg, fmt.Errorf("ycsb: crash injection needs the simulator (ModeSim), not mode %v", cfg.Mode)
 	case cfg.CrashRate > 0 && cfg.ValueSize < 8:
