@@ -65,8 +65,9 @@ type CrashResult struct {
 	// Crashes is the number of clients the injection stopped, and
 	// CrashedOps the operations that returned remote.ErrCrashed: their
 	// outcome is unknown, and they count neither as completed (throughput,
-	// latency) nor as errors. Crashes can exceed CrashedOps when an index
-	// absorbs a crash of a client of its own (a background client).
+	// latency) nor as errors. The two differ if a crash stops a client
+	// outside the runner's operations (an index's background client) or
+	// fails several of them (writes combined into the stopped client's).
 	Crashes    uint64 `json:"crashes"`
 	CrashedOps int64  `json:"crashed_ops"`
 	// RecoveredLocks is the locks taken over from dead holders: those the
