@@ -37,6 +37,27 @@
 // report. The runner charges no CPU time of its own: indexes charge
 // remote.Profile.CPUPerOp through their clients.
 //
+// # Crashes
+//
+// With Config.CrashRate (simulator only) the run phase runs under random
+// crash injection (remote.Pool.InjectCrashes): clients stop inside their
+// batches and the index, which must implement index.Recoverer, replaces
+// them. Every write's value carries the write's id (its first 8 bytes; the
+// rest derived from the id and the key), so a value read back names the
+// write that wrote it. The runner records per written key the latest
+// invocation of an acknowledged write and per write when it was
+// acknowledged (never, for a crashed or failed write: its outcome is
+// unknown). After the run it stops the injection, calls Recover on every
+// compute node's index and Verify (Verifier), and reads every written key
+// back: a key lost an acknowledged write if it is missing, or holds the
+// value of a write acknowledged before an acknowledged write to it was
+// invoked, or a value none of its writes wrote. Result.CrashResult reports
+// the crashes, the crashed operations, the recovered locks, the lost keys
+// and the first error. The record costs at most 16 bytes per write and the
+// key plus about 100 bytes per written key (Estimate.CheckBytes, which
+// doubles it for the garbage collector): about 1.5 GB of live data for 10 M
+// records of 8-byte keys and 20 M operations (load, warm-up and run).
+//
 // # Limits
 //
 // Before it allocates anything, Run checks the Config (Config.Validate):

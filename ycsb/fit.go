@@ -67,8 +67,13 @@ type Estimate struct {
 	// ClientBytes is one client's memory: its goroutine, value buffers and
 	// the index's session.
 	ClientBytes int64
-	// Bytes is the total: the process's base, RemoteBytes, OnChipBytes, and
-	// every compute node's and client's share.
+	// CheckBytes is the lost-acknowledged check's record of the writes,
+	// with crash injection (Config.CrashRate; 0 without): per written key
+	// the key and about 100 bytes (map entry and the sorted list of the
+	// read-back), per write about 16 bytes.
+	CheckBytes int64
+	// Bytes is the total: the process's base, RemoteBytes, OnChipBytes,
+	// every compute node's and client's share and CheckBytes.
 	Bytes int64
 	// MinRuntime is a lower bound of the wall-clock time of the load and run
 	// phases: their operations at the fastest rate this harness reaches
@@ -160,11 +165,15 @@ func (cfg *Config) fits(explicitNodes bool) error {
 				cfg.MemoryNodes, bytesText(float64(cfg.NodeBytes)), bytesText(nodes), bytesText(float64(mem.total)), mem.source)
 		}
 		if mem.available > 0 && est.Bytes > mem.available {
+			var check string
+			if est.CheckBytes > 0 {
+				check = fmt.Sprintf(", %s for the crash check", bytesText(float64(est.CheckBytes)))
+			}
 			return fmt.Errorf("%w: it needs about %s (%s of records on the memory nodes for %d records, "+
-				"%d compute nodes × %s, %d clients × %s), more than the %s of available memory (%s)", ErrTooLarge,
+				"%d compute nodes × %s, %d clients × %s%s), more than the %s of available memory (%s)", ErrTooLarge,
 				bytesText(float64(est.Bytes)), bytesText(float64(est.RemoteBytes)), est.Records,
 				cfg.ComputeNodes, bytesText(float64(est.ComputeNodeBytes)), int64(cfg.ComputeNodes)*int64(cfg.ClientsPerCN),
-				bytesText(float64(est.ClientBytes)), bytesText(float64(mem.available)), mem.source)
+				bytesText(float64(est.ClientBytes)), check, bytesText(float64(mem.available)), mem.source)
 		}
 	}
 	if nodes := float64(cfg.MemoryNodes) * float64(cfg.NodeBytes); explicitNodes && float64(est.RemoteBytes) > nodes {
@@ -202,11 +211,15 @@ func (cfg *Config) estimate(ic IndexConfig) Estimate {
 	// A client holds the value it writes and the one a read returns.
 	client := gcHeadroom * (clientBaseBytes + 2*float64(cfg.ValueSize) + float64(fp.ClientBytes))
 	clients := float64(cfg.ComputeNodes) * float64(cfg.ClientsPerCN)
-	total := baseBytes + remoteBytes + onChip + float64(cfg.ComputeNodes)*cn + clients*client
+	var check float64
+	if cfg.CrashRate > 0 {
+		check = gcHeadroom * (records*float64(ic.KeySize+100) + cfg.totalOps()*16)
+	}
+	total := baseBytes + remoteBytes + onChip + float64(cfg.ComputeNodes)*cn + clients*client + check
 	ops := cfg.totalOps()
 	return Estimate{
 		Records: saturate(records), RemoteBytes: saturate(remoteBytes), OnChipBytes: saturate(onChip),
-		ComputeNodeBytes: saturate(cn), ClientBytes: saturate(client), Bytes: saturate(total),
+		ComputeNodeBytes: saturate(cn), ClientBytes: saturate(client), CheckBytes: saturate(check), Bytes: saturate(total),
 		MinRuntime: time.Duration(saturate(ops / cfg.opRate() * float64(time.Second))),
 	}
 }

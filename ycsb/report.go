@@ -87,6 +87,11 @@ type Result struct {
 
 	// Operations has one entry per YCSB measurement, in YCSB's order.
 	Operations []OpResult `json:"operations"`
+
+	// CrashResult holds the figures of crash injection (Config.CrashRate);
+	// nil, and absent from the JSON, without it. Its fields are promoted
+	// (res.Crashes), which panics when it is nil: test it first.
+	*CrashResult
 }
 
 // OpResult is one YCSB measurement block: the operations of one kind that
@@ -360,6 +365,18 @@ func (res *Result) WriteText(w io.Writer) error {
 	if res.MNIOPSUtil != nil {
 		line("MN-NIC", "IOPSUtilization", *res.MNIOPSUtil)
 		line("MN-NIC", "BandwidthUtilization", *res.MNBWUtil)
+	}
+	if c := res.CrashResult; c != nil {
+		line("CRASH", "Rate(per sec)", c.CrashRate)
+		line("CRASH", "Crashes", c.Crashes)
+		line("CRASH", "CrashedOperations", c.CrashedOps)
+		line("CRASH", "RecoveredLocks", c.RecoveredLocks)
+		line("CRASH", "LostAcknowledged", c.LostAcknowledged)
+		verify := c.Verify
+		if verify != "ok" {
+			verify = strconv.Quote(verify)
+		}
+		line("CRASH", "Verify", verify)
 	}
 	if res.FirstError != "" {
 		line("OVERALL", "FirstError", strconv.Quote(res.FirstError))

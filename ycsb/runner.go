@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"sync"
 	"time"
@@ -148,8 +147,24 @@ type Config struct {
 	Shm    remote.ShmConfig
 	TCP    remote.TCPConfig
 	Fabric remote.FabricConfig
-	// Seed drives the operation streams, the values and the simulator.
+	// Seed drives the operation streams, the simulator and its crash
+	// injection.
 	Seed uint64
+
+	// CrashRate, if positive, stops clients at random at an average of
+	// CrashRate per second of virtual time during the measured phase (the
+	// run phase; for a LoadOnly workload, the load it measures), at random
+	// points inside their batches (remote.Pool.InjectCrashes): a prefix of
+	// the batch lands, a WRITE may be cut. Operations that return
+	// remote.ErrCrashed have an unknown outcome; they are counted in
+	// CrashResult.CrashedOps, not as completed or failed. The load and
+	// warm-up phases run without crashes. After the run the runner
+	// recovers and checks the structure and reports Result.CrashResult.
+	// It needs ModeSim, an index that implements index.Recoverer
+	// (ErrNotRecoverable) and ValueSize ≥ 8 (every value carries its
+	// write's id); at most MaxCrashRate. The check costs memory for every
+	// written key and every write (Estimate.CheckBytes).
+	CrashRate float64
 
 	// Footprint, if set, describes the index's memory use and limits for
 	// the run's IndexConfig (see Estimate); Run rejects keys and values the
@@ -220,12 +235,14 @@ type runner struct {
 	name string // the index's name in the pool
 	pool *remote.Pool
 	idx  []index.Index
+	hist *history // the writes, with crash injection; nil otherwise
 }
 
 // Run executes the load phase and the run phase of cfg and returns the
 // measurements of the run phase. Only completed operations count towards
 // throughput (an operation that returned an error is counted in
-// Result.Errors instead). A load-phase error aborts the run. In ModeSim
+// Result.Errors instead, one stopped by crash injection in
+// CrashResult.CrashedOps). A load-phase error aborts the run. In ModeSim
 // every client is a simulated thread and every time is virtual: the same
 // Config gives the same Result. Run first checks cfg as Validate does and
 // allocates nothing if it fails (ErrTooLarge, ErrTooLong,
@@ -275,14 +292,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer r.close()
+	if cfg.CrashRate > 0 {
+		if err := r.checkRecoverable(); err != nil {
+			return nil, err
+		}
+		r.hist = newHistory(cfg.ValueSize, cfg.ComputeNodes*cfg.ClientsPerCN)
+	}
 
 	// Load phase.
 	var load phase
 	switch {
 	case cfg.RunTrace != nil:
-		load = r.phase(ctx, true, func(i, n int) source { return slice(cfg.LoadTrace, i, n) })
+		load = r.phase(ctx, loadPhase, true, func(i, n int) source { return slice(cfg.LoadTrace, i, n) })
 	case !cfg.Workload.LoadOnly:
-		load = r.phase(ctx, true, func(i, n int) source { return loadRange(gen, i, n) })
+		load = r.phase(ctx, loadPhase, true, func(i, n int) source { return loadRange(gen, i, n) })
 	}
 	if err := load.firstErr(); err != nil {
 		return nil, fmt.Errorf("ycsb: load phase: %w", err)
@@ -295,7 +318,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var warm phase
 	warmBefore := r.snapshot()
 	if cfg.WarmupOps > 0 {
-		warm = r.phase(ctx, false, func(i, n int) source {
+		warm = r.phase(ctx, warmPhase, false, func(i, n int) source {
 			lo, hi := split(cfg.WarmupOps, i, n)
 			return &streamSource{g: gen, s: gen.Stream(r.seed(i, 2)), left: hi - lo}
 		})
@@ -306,17 +329,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	// Run phase.
 	before := r.snapshot()
+	if cfg.CrashRate > 0 {
+		r.pool.InjectCrashes(cfg.CrashRate, r.seed(0, 3))
+	}
 	var run phase
 	switch {
 	case cfg.RunTrace != nil:
-		run = r.phase(ctx, false, func(i, n int) source { return slice(cfg.RunTrace, i, n) })
+		run = r.phase(ctx, runPhase, false, func(i, n int) source { return slice(cfg.RunTrace, i, n) })
 	case cfg.Workload.LoadOnly:
-		run = r.phase(ctx, false, func(i, n int) source { return loadRange(gen, i, n) })
+		run = r.phase(ctx, runPhase, false, func(i, n int) source { return loadRange(gen, i, n) })
 	default:
-		run = r.phase(ctx, false, func(i, n int) source {
+		run = r.phase(ctx, runPhase, false, func(i, n int) source {
 			lo, hi := split(cfg.Ops, i, n)
 			return &streamSource{g: gen, s: gen.Stream(r.seed(i, 1)), left: hi - lo}
 		})
+	}
+	var crashes uint64
+	if cfg.CrashRate > 0 {
+		crashes = r.pool.InjectCrashes(0, 0)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -329,6 +359,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		loaded = after
 	}
 	res.MNBytesPerKey = per(loaded.stats.AllocBytes-loaded.stats.FreedBytes, cfg.Records)
+	if cfg.CrashRate > 0 {
+		res.CrashResult = r.recoverAndCheck(ctx, run, crashes)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 	return res, nil
 }
 
@@ -350,6 +386,14 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	if cfg.ValueSize < 0 || cfg.Records < 0 || cfg.Ops < 0 || cfg.NodeBytes < 0 {
 		return cfg, fmt.Errorf("ycsb: negative value size, records, ops or node bytes")
+	}
+	switch {
+	case !(cfg.CrashRate >= 0 && cfg.CrashRate <= MaxCrashRate): // also rejects NaN
+		return cfg, fmt.Errorf("ycsb: crash rate %v: want 0 (no crashes) up to %.0f per second of virtual time", cfg.CrashRate, MaxCrashRate)
+	case cfg.CrashRate > 0 && cfg.Mode != ModeSim:
+		return cfg, fmt.Errorf("ycsb: crash injection needs the simulator (ModeSim), not mode %v", cfg.Mode)
+	case cfg.CrashRate > 0 && cfg.ValueSize < 8:
+		return cfg, fmt.Errorf("ycsb: crash injection needs values of at least 8 bytes (each carries its write's id), not %d", cfg.ValueSize)
 	}
 	if cfg.LoadTrace != nil && cfg.RunTrace == nil {
 		return cfg, errors.New("ycsb: a load trace needs a run trace")
@@ -495,6 +539,7 @@ type phase struct {
 // clientStats is one client's tally.
 type clientStats struct {
 	completed, errors int64
+	crashed           int64 // operations stopped by crash injection (remote.ErrCrashed)
 	appBytes          int64 // key and value bytes handed to or returned to the application
 	end               time.Duration
 	err               error // the client's first error
@@ -550,10 +595,10 @@ func (h *histSet) record(k OpKind, st opStatus, d time.Duration, overall bool) {
 	*sum += v
 }
 
-// phase runs one phase: every client, started with Pool.Go, executes the
-// operations of its source, until the context is cancelled or, with abort
-// set, its first error.
-func (r *runner) phase(ctx context.Context, abort bool, src func(i, n int) source) phase {
+// phase runs phase number ph (loadPhase, warmPhase or runPhase): every
+// client, started with Pool.Go, executes the operations of its source,
+// until the context is cancelled or, with abort set, its first error.
+func (r *runner) phase(ctx context.Context, ph int, abort bool, src func(i, n int) source) phase {
 	cns, k := r.cfg.ComputeNodes, r.cfg.ClientsPerCN
 	n := cns * k
 	p := phase{clients: make([]clientStats, n), hists: make([]*histSet, cns)}
@@ -565,8 +610,9 @@ func (r *runner) phase(ctx context.Context, abort bool, src func(i, n int) sourc
 		s := src(i, n)
 		c := &p.clients[i]
 		ix, hs := r.idx[i/k], p.hists[i/k]
-		vals := rand.New(rand.NewPCG(r.seed(i, 2), 0))
-		r.pool.Go(func() { r.client(ctx, ix, hs, s, c, vals, abort) })
+		w := newWriter(ph, i, n)
+		r.hist.add(w)
+		r.pool.Go(func() { r.client(ctx, ix, hs, s, c, w, abort) })
 	}
 	r.pool.Wait()
 	for i := range p.clients {
@@ -576,33 +622,35 @@ func (r *runner) phase(ctx context.Context, abort bool, src func(i, n int) sourc
 	return p
 }
 
-// client runs one client's operations. Latencies are read from the pool's
-// clock, which in the simulator is the running client's virtual time. With
-// abort set the client stops at its first error.
-func (r *runner) client(ctx context.Context, ix index.Index, hs *histSet, s source, c *clientStats, vals *rand.Rand, abort bool) {
+// client runs one client's operations, its writes numbered by w.
+// Latencies are read from the pool's clock, which in the simulator is the
+// running client's virtual time. With abort set the client stops at its
+// first error (an operation stopped by crash injection is not one).
+func (r *runner) client(ctx context.Context, ix index.Index, hs *histSet, s source, c *clientStats, w *writer, abort bool) {
 	value := make([]byte, r.cfg.ValueSize)
 	var pending int64
+loop:
 	for ctx.Err() == nil {
 		op, ok := s.next()
 		if !ok {
 			break
 		}
-		for i := range value {
-			value[i] = byte(vals.Uint32())
-		}
 		t0 := r.pool.Now()
-		app, err := r.exec(ctx, ix, hs, op, value, t0)
+		app, err := r.exec(ctx, ix, hs, w, op, value, t0)
 		c.end = r.pool.Now()
 		s.done(op)
-		if err != nil {
+		switch {
+		case crashed(err):
+			c.crashed++
+		case err != nil:
 			c.errors++
 			if c.err == nil {
 				c.err = fmt.Errorf("%v %s: %w", op.Kind, quoteKey(op.Key), err)
 			}
 			if abort {
-				break
+				break loop
 			}
-		} else {
+		default:
 			c.completed++
 			c.appBytes += app
 		}
@@ -619,8 +667,9 @@ func (r *runner) client(ctx context.Context, ix index.Index, hs *histSet, s sour
 // exec executes op on ix, records its latency (and, for a
 // read-modify-write, those of its read and update, as YCSB does) and
 // returns the key and value bytes it handed to or returned to the
-// application.
-func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, op Op, value []byte, t0 time.Duration) (int64, error) {
+// application. It writes the values of w's writes, in value's buffer. An
+// operation stopped by crash injection is not measured.
+func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, w *writer, op Op, value []byte, t0 time.Duration) (int64, error) {
 	var (
 		st  = statusOK
 		app int64
@@ -636,7 +685,7 @@ func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, op Op, v
 			st = statusNotFound
 		}
 	case OpUpdate, OpInsert:
-		err = ix.Put(ctx, op.Key, value)
+		err = r.put(ctx, ix, w, op.Key, value, t0)
 		app = int64(len(op.Key) + len(value))
 	case OpScan:
 		n := 0
@@ -654,6 +703,7 @@ func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, op Op, v
 		v, found, e := ix.Get(ctx, op.Key)
 		t1 := r.pool.Now()
 		switch {
+		case crashed(e):
 		case e != nil:
 			hs.record(OpRead, statusError, t1-t0, false)
 		case !found:
@@ -663,20 +713,36 @@ func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, op Op, v
 			app = int64(len(op.Key) + len(v))
 		}
 		if err = e; err == nil {
-			err = ix.Put(ctx, op.Key, value)
-			ust := statusOK
-			if err != nil {
-				ust = statusError
+			err = r.put(ctx, ix, w, op.Key, value, t1)
+			switch {
+			case crashed(err):
+			case err != nil:
+				hs.record(OpUpdate, statusError, r.pool.Now()-t1, false)
+			default:
+				hs.record(OpUpdate, statusOK, r.pool.Now()-t1, false)
 			}
-			hs.record(OpUpdate, ust, r.pool.Now()-t1, false)
 			app += int64(len(op.Key) + len(value))
 		}
+	}
+	if crashed(err) {
+		return app, err
 	}
 	if err != nil {
 		st = statusError
 	}
 	hs.record(op.Kind, st, r.pool.Now()-t0, st != statusError)
 	return app, err
+}
+
+// put writes the value of w's next write to key, in value's buffer,
+// invoked at t0, and records it in the history.
+func (r *runner) put(ctx context.Context, ix index.Index, w *writer, key, value []byte, t0 time.Duration) error {
+	id := w.next
+	w.next++
+	writeValue(value, id, key)
+	err := ix.Put(ctx, key, value)
+	r.hist.record(w, key, t0, r.pool.Now(), err)
+	return err
 }
 
 // snapshot is the pool's counters at a phase boundary.

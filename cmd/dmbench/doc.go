@@ -48,5 +48,19 @@
 // operation per record per compute node by default, --warmup-ops), mn_bytes_per_key (the
 // memory-node memory the loaded index uses per record), and more.
 //
+// `dmbench run --crash-rate N` (sim only, N up to 1,000,000) stops N random
+// clients per virtual second of the measured phase (the run phase; for
+// --workload load, the load itself) at random points inside their
+// batches, a WRITE possibly cut at a word boundary; the index replaces
+// them. Operations that return remote.ErrCrashed have an unknown outcome
+// and count neither as completed nor as failed. After the run dmbench
+// recovers the index on every compute node (index.Recoverer; an index
+// without it is refused), calls its Verify and reads every written key
+// back. The output gains crash_rate, crashes, crashed_ops,
+// recovered_locks, lost_acknowledged (keys that lost an acknowledged
+// write: must be 0) and verify ("ok" or the first error), and the
+// text output a [CRASH] block; a lost write or a failed verify exits with
+// status 1 after printing the result.
+//
 // A progress bar is drawn on stderr when it is a terminal.
 package main

@@ -39,6 +39,7 @@ type options struct {
 	zipf      float64
 	seed      uint64
 	maxTime   time.Duration
+	crashRate float64 // run only (registerCrash)
 }
 
 // defaultOptions are the defaults of run and compare: a few seconds of
@@ -82,6 +83,13 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.maxTime, "max-runtime", o.maxTime, "refuse runs whose estimated minimum runtime exceeds this (0: no limit)")
 }
 
+// registerCrash registers --crash-rate (dmbench run only).
+func (o *options) registerCrash(fs *flag.FlagSet) {
+	fs.Float64Var(&o.crashRate, "crash-rate", o.crashRate, fmt.Sprintf("--mode sim: stop clients at random inside their batches, "+
+		"this many per virtual second of the measured phase, then recover and check that no acknowledged write was lost "+
+		"(0: none, at most %.0f; needs --value-size 8 or more)", ycsb.MaxCrashRate))
+}
+
 // check validates the flags that do not depend on the index or workload.
 func (o *options) check() error {
 	switch {
@@ -101,6 +109,12 @@ func (o *options) check() error {
 		return fmt.Errorf("--ordering %s applies to --mode sim only: local mode runs on real memory", o.ordering)
 	case o.maxTime < 0:
 		return fmt.Errorf("--max-runtime must not be negative (0: no limit)")
+	case !(o.crashRate >= 0 && o.crashRate <= ycsb.MaxCrashRate): // also rejects NaN
+		return fmt.Errorf("--crash-rate %v: want 0 (no crashes) up to %.0f crashes per virtual second", o.crashRate, ycsb.MaxCrashRate)
+	case o.crashRate > 0 && o.mode != "sim":
+		return fmt.Errorf("--crash-rate applies to --mode sim only: fault injection is simulated")
+	case o.crashRate > 0 && o.valueSize < 8:
+		return fmt.Errorf("--crash-rate needs --value-size 8 or more: each value carries the id of the write that wrote it")
 	}
 	return checkZipf(o.zipf)
 }
@@ -171,7 +185,7 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 		Shm:        remote.ShmConfig{Dir: o.shmDir},
 		TCP:        remote.TCPConfig{MemoryNodes: o.memnodeList(), Token: o.token},
 		Fabric:     remote.FabricConfig{MemoryNodes: o.memnodeList(), Token: o.token, Provider: o.provider},
-		MaxRuntime: maxTime, MemoryLimit: memoryLimit,
+		MaxRuntime: maxTime, MemoryLimit: memoryLimit, CrashRate: o.crashRate,
 	}
 	return cfg, withHint(cfg.Validate())
 }

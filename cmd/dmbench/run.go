@@ -21,6 +21,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	loadTrace := fs.String("load-trace", "", "index-microbench load file to replay instead of generating records (needs --run-trace)")
 	runTrace := fs.String("run-trace", "", "index-microbench transaction file to replay instead of --workload")
 	o.register(fs)
+	o.registerCrash(fs)
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
@@ -64,6 +65,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if res.Errors > 0 {
 		return fmt.Errorf("%d of %d operations failed; first: %s", res.Errors, res.Ops, res.FirstError)
+	}
+	if c := res.CrashResult; c != nil && (c.LostAcknowledged > 0 || c.Verify != "ok") {
+		return fmt.Errorf("after %d crashes, %d keys lost an acknowledged write; verify: %s", c.Crashes, c.LostAcknowledged, c.Verify)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ package ycsbtest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"iter"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,12 @@ const scanBatch = 16
 // READs, a Put or Delete WRITEs, the pair's bytes (rounded up to 8) in a
 // 4 KiB region named after the index; a scan READs once per 16 pairs. The
 // index reports a deterministic cache hit ratio of 3/4 (ycsb.StatsReporter).
+//
+// The indexes recover from crashes (index.Recoverer): an operation whose
+// client an injected fault stopped returns an error wrapping
+// remote.ErrCrashed without changing the map (it crashed in its only
+// verb, before the map changed), and the next operation takes a new
+// client. Nothing is left to repair: Recover returns 0.
 func NewOpener() ycsb.Opener {
 	s := &store{tree: btree.NewG(16, func(a, b pair) bool { return bytes.Compare(a.key, b.key) < 0 })}
 	return func(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (index.Index, error) {
@@ -60,11 +67,13 @@ type Index struct {
 	free []*remote.Client
 
 	lookups atomic.Uint64
+	crashed atomic.Uint64
 	closed  atomic.Bool
 }
 
 var (
 	_ index.Index        = (*Index)(nil)
+	_ index.Recoverer    = (*Index)(nil)
 	_ ycsb.StatsReporter = (*Index)(nil)
 )
 
@@ -87,19 +96,26 @@ func (x *Index) release(c *remote.Client) {
 }
 
 // io issues one READ or WRITE of n bytes (rounded up to 8, at most the
-// region).
+// region). A client stopped by an injected fault is dropped.
 func (x *Index) io(ctx context.Context, write bool, n int) error {
 	if x.closed.Load() {
 		return index.ErrClosed
 	}
 	x.lookups.Add(1)
 	c := x.client()
-	defer x.release(c)
 	buf := make([]byte, min((n+7)&^7, regionBytes))
+	var err error
 	if write {
-		return c.Write(ctx, x.addr, buf)
+		err = c.Write(ctx, x.addr, buf)
+	} else {
+		err = c.Read(ctx, x.addr, buf)
 	}
-	return c.Read(ctx, x.addr, buf)
+	if c.Crashed() {
+		x.crashed.Add(1)
+		return fmt.Errorf("ycsbtest: %w", err)
+	}
+	x.release(c)
+	return err
 }
 
 func check(key []byte) error {
@@ -240,9 +256,18 @@ func (x *Index) Close() error {
 	return nil
 }
 
+// Recover implements index.Recoverer: a crashed operation leaves nothing
+// to repair.
+func (x *Index) Recover(context.Context) (int, error) {
+	if x.closed.Load() {
+		return 0, index.ErrClosed
+	}
+	return 0, nil
+}
+
 // Stats implements ycsb.StatsReporter: three of every four remote accesses
-// count as cache hits.
+// count as cache hits; Crashed counts the clients dropped after a crash.
 func (x *Index) Stats() index.Stats {
 	l := x.lookups.Load()
-	return index.Stats{CacheLookups: l, CacheHits: l - l/4}
+	return index.Stats{CacheLookups: l, CacheHits: l - l/4, Crashed: x.crashed.Load()}
 }
