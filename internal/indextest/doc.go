@@ -22,7 +22,9 @@
 // Run runs every battery as a subtest; each battery is also exported on its
 // own (RunBasic, RunErrors, RunKeys, RunOracle, RunScan, RunConcurrent,
 // RunSim, RunLinearizable) so that an index can run one of them alone, for
-// example while debugging with -run.
+// example while debugging with -run. The crash-recovery batteries
+// (RunCrashPoints, RunCrashRandom, RunSilentNode) are not part of Run: an
+// index that implements index.Recoverer runs them itself.
 //
 // # What is checked
 //
@@ -58,6 +60,19 @@
 //   - RunLinearizable: histories of concurrent Get, Put and Delete on a
 //     small hot key set, checked with porcupine, in local mode and in the
 //     simulator.
+//   - RunCrashPoints: single operations (insert, same-size and larger
+//     updates, delete, inserts that change the structure) stopped at every
+//     verb and every word of every WRITE (remote.Fault), in InOrder and
+//     Strict: the key holds its old or its new value, nothing else changed,
+//     the next writes succeed at once, Recover and Verify pass, and
+//     Stats().Crashed and Recovered count what happened.
+//   - RunCrashRandom: the mixed workload and hot-key histories under random
+//     crash injection (remote.Pool.InjectCrashes), crashed calls having an
+//     unknown outcome, checked per key and with porcupine, then Recover and
+//     Verify.
+//   - RunSilentNode: a compute node falls silent mid-operation (every one of
+//     its clients stopped); another must take its locks over after the
+//     lease (Target.Lease) and find the data intact.
 //
 // # Reproducing a failure
 //

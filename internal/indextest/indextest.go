@@ -43,6 +43,12 @@ type Target struct {
 	// ErrValueTooLarge for longer ones.
 	FixedValueLen int
 
+	// Lease is the lease the indexes opened by Open use to judge a silent
+	// compute node dead (the time after which its locks are taken over;
+	// set the index's option for it in Open). RunSilentNode skips when it
+	// is zero. A millisecond or less keeps it fast.
+	Lease time.Duration
+
 	// Config, if set, is the pool configuration of the tests that run in
 	// real time (default: two local memory nodes): e.g. remote.Config.Shm
 	// or remote.Config.TCP, to run the battery over another transport. The

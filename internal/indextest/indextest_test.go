@@ -24,6 +24,16 @@ func TestReference(t *testing.T) {
 	Run(t, refTarget(""))
 }
 
+// TestReferenceCrash runs the crash-recovery batteries against the
+// reference index, which a crash cannot leave half-written: they must pass
+// it.
+func TestReferenceCrash(t *testing.T) {
+	tg := refTarget("")
+	t.Run("crashpoints", func(t *testing.T) { RunCrashPoints(t, tg) })
+	t.Run("crashrandom", func(t *testing.T) { RunCrashRandom(t, tg) })
+	t.Run("silent", func(t *testing.T) { RunSilentNode(t, tg) })
+}
+
 // TestReferenceFixedLengths runs the single-threaded batteries with fixed
 // key and value lengths, as a Sherman-like index declares them.
 func TestReferenceFixedLengths(t *testing.T) {
@@ -117,6 +127,15 @@ var mutantCases = []struct {
 	{"racy-open", "concurrent", "empty-start"},
 	{"racy-open", "sim", "empty-start"},
 	{"verify-fails", "concurrent", "mutant verify-fails"},
+	{"crash-publish-first", "crashpoints", "neither the old value"},
+	{"crash-publish-first", "crashrandom", "FAIL"},
+	{"crash-wrong-repair", "crashpoints", "after the crash: Get"},
+	{"crash-wrong-repair", "crashrandom", "FAIL"},
+	{"crash-stuck", "crashpoints", "retry budget exhausted"},
+	{"crash-stuck", "crashpoints", "Stats().Recovered is 0"},
+	{"crash-stuck", "silent", "still fails after"},
+	{"crash-keep-client", "crashpoints", "client crashed"},
+	{"crash-keep-client", "crashrandom", "Stats().Crashed"},
 }
 
 // runBattery runs the battery called name.
@@ -138,6 +157,12 @@ func runBattery(t *testing.T, name string, tg Target) {
 		RunLinearizable(t, tg)
 	case "sim":
 		RunSim(t, tg)
+	case "crashpoints":
+		RunCrashPoints(t, tg)
+	case "crashrandom":
+		RunCrashRandom(t, tg)
+	case "silent":
+		RunSilentNode(t, tg)
 	default:
 		t.Fatalf("unknown battery %q", name)
 	}

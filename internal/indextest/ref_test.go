@@ -2,11 +2,13 @@ package indextest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/google/btree"
@@ -31,12 +33,15 @@ type refIndex struct {
 	mu    sync.Mutex // guards free and cache; never held across a verb
 	free  []*remote.Client
 	cache map[string]refEntry // mutant stale-cache
+
+	crashed atomic.Uint64 // clients an injected fault stopped, dropped
 }
 
 // refShared is the structure shared by the compute nodes.
 type refShared struct {
-	mu sync.Mutex // never held across a verb
-	bt *btree.BTreeG[refEntry]
+	mu     sync.Mutex // never held across a verb
+	bt     *btree.BTreeG[refEntry]
+	locked map[string]bool // keys being written (mutant crash-stuck)
 }
 
 // refEntry is a key and where its value lives.
@@ -68,14 +73,14 @@ func refTarget(mutant string) Target {
 		MaxValueLen: 64 << 10,
 		Open: func(cn *remote.ComputeNode, name string) (index.Index, error) {
 			key := refRegKey{cn.Pool(), name}
-			fresh := &refShared{bt: btree.NewG(8, func(a, b refEntry) bool { return a.key < b.key })}
+			fresh := &refShared{bt: btree.NewG(8, func(a, b refEntry) bool { return a.key < b.key }), locked: make(map[string]bool)}
 			v, _ := refRegistry.LoadOrStore(key, fresh)
 			if mutant == "racy-open" {
 				// Creates the root without a compare-and-swap: concurrent
 				// openers may each install their own.
 				if _, ok := refRegistry.Load(key); ok && v == fresh {
 					pause(cn)
-					v = &refShared{bt: fresh.bt.Clone()}
+					v = &refShared{bt: fresh.bt.Clone(), locked: make(map[string]bool)}
 					refRegistry.Store(key, v)
 				}
 			}
@@ -83,6 +88,7 @@ func refTarget(mutant string) Target {
 				cache: make(map[string]refEntry)}, nil
 		},
 		Verify: func(ctx context.Context, idx index.Index) error { return idx.(*refIndex).verify(ctx) },
+		Lease:  time.Millisecond,
 	}
 	return tg
 }
@@ -110,6 +116,10 @@ func (x *refIndex) client() *remote.Client {
 }
 
 func (x *refIndex) release(c *remote.Client) {
+	if c.Crashed() && x.mutant != "crash-keep-client" {
+		x.crashed.Add(1)
+		return
+	}
 	x.mu.Lock()
 	x.free = append(x.free, c)
 	x.mu.Unlock()
@@ -226,22 +236,43 @@ func (x *refIndex) Put(ctx context.Context, key, value []byte) error {
 	case "scan-alias":
 		e.kb = []byte(e.key)
 	}
+	if x.mutant == "crash-stuck" {
+		// Locks the key while its value is written; a crash leaves it
+		// locked for good.
+		if !x.lock(e.key) {
+			return fmt.Errorf("%w: key locked", index.ErrContention)
+		}
+	}
 	if len(value) > 0 {
 		c := x.client()
 		a, err := c.Alloc(x.vctx(ctx), len(value))
-		if err == nil && x.mutant == "torn-put" {
+		if err == nil && (x.mutant == "torn-put" || x.mutant == "crash-publish-first") {
 			// Publishes the entry before its value is written.
 			e.addr = a
 			x.sh.mu.Lock()
 			x.sh.bt.ReplaceOrInsert(e)
 			x.sh.mu.Unlock()
-			pause(x.cn)
+			if x.mutant == "torn-put" {
+				pause(x.cn)
+			}
 		}
 		if err == nil {
 			err = c.Write(x.vctx(ctx), a, value)
 		}
 		x.release(c)
 		if err != nil {
+			if x.mutant == "crash-wrong-repair" && errors.Is(err, remote.ErrCrashed) {
+				// "Repairs" the key before the crashed one.
+				x.sh.mu.Lock()
+				x.sh.bt.DescendLessOrEqual(refEntry{key: e.key}, func(p refEntry) bool {
+					if p.key == e.key {
+						return true
+					}
+					x.sh.bt.Delete(p)
+					return false
+				})
+				x.sh.mu.Unlock()
+			}
 			return err
 		}
 		e.addr = a
@@ -257,6 +288,7 @@ func (x *refIndex) Put(ctx context.Context, key, value []byte) error {
 		}
 	}
 	x.sh.bt.ReplaceOrInsert(e)
+	delete(x.sh.locked, e.key)
 	x.sh.mu.Unlock()
 	if x.mutant == "stale-cache" {
 		x.mu.Lock()
@@ -289,6 +321,10 @@ func (x *refIndex) Delete(ctx context.Context, key []byte) (bool, error) {
 		return found, nil
 	}
 	x.sh.mu.Lock()
+	if x.sh.locked[string(key)] {
+		x.sh.mu.Unlock()
+		return false, fmt.Errorf("%w: key locked", index.ErrContention)
+	}
 	_, found := x.sh.bt.Delete(refEntry{key: string(key)})
 	x.sh.mu.Unlock()
 	if x.mutant == "delete-lies" && refDels.Add(1)%100 == 0 {
@@ -449,12 +485,41 @@ func (x *refIndex) Close() error {
 	return nil
 }
 
+// lock locks key for the mutant crash-stuck and reports whether it was
+// free.
+func (x *refIndex) lock(key string) bool {
+	x.sh.mu.Lock()
+	defer x.sh.mu.Unlock()
+	if x.sh.locked[key] {
+		return false
+	}
+	x.sh.locked[key] = true
+	return true
+}
+
+// Stats reports the clients an injected fault stopped.
+func (x *refIndex) Stats() index.Stats { return index.Stats{Crashed: x.crashed.Load()} }
+
+// Recover implements index.Recoverer: a crashed Put leaves nothing (its
+// entry is published after its value is written), so there is nothing to
+// recover.
+func (x *refIndex) Recover(ctx context.Context) (int, error) {
+	if err := x.check(ctx, []byte{0}); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
 // verify checks that the keys are ordered and every value is readable.
 func (x *refIndex) verify(ctx context.Context) error {
 	if x.mutant == "verify-fails" {
 		return fmt.Errorf("%w: mutant verify-fails", index.ErrCorrupt)
 	}
 	x.sh.mu.Lock()
+	for k := range x.sh.locked {
+		x.sh.mu.Unlock()
+		return fmt.Errorf("%w: key %q: lock held", index.ErrCorrupt, k)
+	}
 	var es []refEntry
 	x.sh.bt.Ascend(func(e refEntry) bool { es = append(es, e); return true })
 	x.sh.mu.Unlock()

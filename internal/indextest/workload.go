@@ -104,6 +104,13 @@ type workload struct {
 	plain bool
 	// digest hashes the final full scan (set by finalCheck).
 	digest uint64
+	// crashFrac, if positive, injects crashes (Pool.InjectCrashes) while
+	// the workload runs, at a rate meant to stop about that share of the
+	// operations (see crashRate). An operation that returns an error
+	// wrapping remote.ErrCrashed then has an unknown outcome, like one that
+	// fails with ErrContention, and the final check runs Recover on every
+	// compute node first (RunCrashRandom).
+	crashFrac float64
 }
 
 // wlResult is what one goroutine of the workload found.
@@ -111,6 +118,7 @@ type wlResult struct {
 	problems   []string
 	ops        int
 	contention int
+	crashed    int // operations that returned remote.ErrCrashed
 	history    []porcupine.Operation
 }
 
@@ -270,7 +278,7 @@ func (w *workload) worker(ctx context.Context, g int, idx index.Index, res *wlRe
 			if r.IntN(2) == 0 {
 				limit = 1 + r.IntN(len(own))
 			}
-			if p := w.scanOwn(ctx, idx, g, limit); p != "" {
+			if p := w.scanOwn(ctx, idx, g, limit, res); p != "" {
 				res.failf("goroutine %d: scan of its own range, limit %d: %s", g, limit, p)
 				return
 			}
@@ -306,8 +314,8 @@ func (w *workload) worker(ctx context.Context, g int, idx index.Index, res *wlRe
 			lo := []byte(w.stables[r.IntN(len(w.stables))].k)
 			limit := 1 + r.IntN(32)
 			s := scanN(ctx, idx, lo, []byte("t"), limit)
-			if s.err != nil && isContention(s.err) {
-				res.contention++
+			if s.err != nil && (isContention(s.err) || w.crashFrac > 0 && isCrash(s.err)) {
+				w.tolerate(res, s.err, "Scan", lo)
 				break
 			}
 			i := sort.Search(len(w.stables), func(i int) bool { return w.stables[i].k >= string(lo) })
@@ -331,13 +339,18 @@ func (w *workload) tolerate(res *wlResult, err error, call string, key []byte) b
 	case isContention(err):
 		res.contention++
 		return true
+	case w.crashFrac > 0 && isCrash(err):
+		res.crashed++
+		return true
 	}
 	res.failf("%s(%s): %v", call, fmtKey(key), err)
 	return false
 }
 
-// scanOwn scans goroutine g's range and checks it against its knowledge.
-func (w *workload) scanOwn(ctx context.Context, idx index.Index, g, limit int) string {
+// scanOwn scans goroutine g's range and checks it against its knowledge. A
+// scan that fails with a tolerated error (see tolerate) is counted in res
+// and checks nothing.
+func (w *workload) scanOwn(ctx context.Context, idx index.Index, g, limit int, res *wlResult) string {
 	own := w.owned[g]
 	lo, hi := ownPrefix(g), ownPrefix(g+1)
 	if w.tg.FixedKeyLen > 0 {
@@ -348,7 +361,8 @@ func (w *workload) scanOwn(ctx context.Context, idx index.Index, g, limit int) s
 		return "iterator protocol: " + strings.Join(s.proto, "; ")
 	}
 	if s.err != nil {
-		if isContention(s.err) {
+		if isContention(s.err) || w.crashFrac > 0 && isCrash(s.err) {
+			w.tolerate(res, s.err, "Scan", lo)
 			return ""
 		}
 		return s.err.Error()
@@ -428,10 +442,13 @@ func (w *workload) hotOp(ctx context.Context, g int, idx index.Index, r *rand.Ra
 	}
 	ret := w.clock()
 	if err != nil {
-		if !isContention(err) {
-			res.failf("goroutine %d: hot key %s: %v", g, fmtKey(k), err)
-		} else {
+		switch {
+		case isContention(err):
 			res.contention++
+		case w.crashFrac > 0 && isCrash(err):
+			res.crashed++
+		default:
+			res.failf("goroutine %d: hot key %s: %v", g, fmtKey(k), err)
 		}
 		if in.kind == linGet {
 			return
@@ -541,6 +558,10 @@ type mixedRun struct {
 	history    []porcupine.Operation
 	ops        int
 	contention int
+	crashed    int          // operations that returned remote.ErrCrashed
+	crashes    uint64       // crashes injected (remote.Pool.Crashes)
+	recovered  int          // locks that the final Recover calls recovered
+	idxStats   index.Stats  // the indexes' Stats summed, at the end (crash runs)
 	now        int64        // pool.Now() at the end
 	stats      remote.Stats // pool.Stats() at the end
 	digest     uint64       // hash of the final full scan and of the history
@@ -595,6 +616,7 @@ func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w 
 		phase("close", closes...)
 	}()
 	w.build()
+	start := pool.Now()
 	if !phase("preload", func() {
 		if err := w.preload(ctx, w.idxs[0]); err != nil {
 			fail("%v", err)
@@ -602,14 +624,26 @@ func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w 
 	}) {
 		return out
 	}
+	if w.crashFrac > 0 {
+		pool.InjectCrashes(w.crashRate(pool.Now()-start), w.seed)
+	}
 	res := w.start(ctx, pool, &wg)
 	if !phase("workload") {
 		return out
 	}
+	if w.crashFrac > 0 {
+		out.crashes = pool.InjectCrashes(0, 0)
+	}
 	problems, history, ops, contention := summarize(res)
 	out.problems = append(out.problems, problems...)
 	out.ops, out.contention = ops, contention
+	for _, r := range res {
+		out.crashed += r.crashed
+	}
 	phase("final check", func() {
+		if w.crashFrac > 0 {
+			out.problems = append(out.problems, w.recoverAll(ctx, &out)...)
+		}
 		out.problems = append(out.problems, w.finalCheck(ctx, w.idxs[len(w.idxs)-1], &history)...)
 		if err := tg.verifyErr(ctx, w.idxs[0]); err != nil {
 			fail("Verify after the workload: %v", err)
