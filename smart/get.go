@@ -3,8 +3,10 @@ package smart
 import (
 	"bytes"
 	"context"
+	"errors"
 
 	"github.com/dmindex/dmindex/rdwc"
+	"github.com/dmindex/dmindex/remote"
 )
 
 // Get returns the value stored under key.
@@ -23,8 +25,21 @@ func (t *Tree) Get(ctx context.Context, key []byte) (value []byte, found bool, e
 	defer t.release(s)
 	s.enc = appendEncoded(s.enc[:0], key)
 	value, found, err = t.rd.Read(ctx, s.c, key, s.getFn)
+	for range maxDelegateCrashes {
+		// The delegate whose result this search shared was stopped by a
+		// crash: search again (a read is idempotent), unless it was this
+		// session's own client.
+		if !errors.Is(err, remote.ErrCrashed) || s.c.Crashed() {
+			break
+		}
+		value, found, err = t.rd.Read(ctx, s.c, key, s.getFn)
+	}
 	return value, found, wrapRemote(err)
 }
+
+// maxDelegateCrashes bounds the searches a Get runs again because the
+// delegate it shared a read window with crashed.
+const maxDelegateCrashes = 4
 
 // getInWindow is the search of Get run by rdwc: alone, or as the delegate
 // whose result the readers of its window share.

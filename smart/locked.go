@@ -80,8 +80,13 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 			continue
 		}
 		if sl.partial() == b {
-			// Inserted meanwhile: follow it.
+			// Inserted meanwhile: follow it, after helping raise the type if
+			// its insert put it behind the node's capacity and did not
+			// (it may have died there, I9).
 			err := s.do(ctx, append(s.batch(), s.unlockOp(node)))
+			if err == nil && i >= h.nodeType().capacity() {
+				err = s.raiseType(ctx, d.cur, node, h, typeFor(i))
+			}
 			return false, cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: d.pos + 1, level: d.cur.level + 1, node: node}, err
 		}
 	}

@@ -52,11 +52,21 @@ func (t *Tree) replace(s *session) {
 	if s.m == nil {
 		return
 	}
-	ns := t.newSession()
-	_ = s.m.MarkDead(context.Background(), ns.c) // fails only if the pool closed
-	t.mu.Lock()
-	t.free = append(t.free, ns)
-	t.mu.Unlock()
+	for {
+		// The member must be marked dead: its compute node's heartbeat goes
+		// on, so nothing else would ever judge its locks free. A client
+		// that crashes doing it is replaced in turn.
+		ns := t.newSession()
+		_ = s.m.MarkDead(context.Background(), ns.c) // otherwise fails only if the pool closed
+		if ns.c.Crashed() {
+			t.rstats.crashed.Add(1)
+			continue
+		}
+		t.mu.Lock()
+		t.free = append(t.free, ns)
+		t.mu.Unlock()
+		return
+	}
 }
 
 // holderDead judges the holder of a lock word found held (a tag, possibly
@@ -87,9 +97,18 @@ func (s *session) recoverHeld(ctx context.Context, w *registry.Watch, sl slot, w
 // the dead tag dead, repairs what its holder left and releases it. It
 // reports false if the lock word no longer held dead (another repairer won,
 // or the holder released it after all).
+//
+// Before the takeover it copies the dead holder's redo record of this leaf,
+// if there is one, into its own redo slot under its own tag: a repairer
+// that dies in turn leaves its tag in the lock, and the next one finds the
+// record through that tag.
 func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dead uint64) (bool, error) {
 	ctx = context.WithoutCancel(ctx) // a lock taken over is always released
 	n := classBytes(class)
+	rec, ok, err := s.carryRedo(ctx, a, n, dead)
+	if err != nil {
+		return false, err
+	}
 	buf := make([]byte, n)
 	ops := append(s.batch(), remote.CAS(a.Add(uint64(n-8)), dead, s.lockTag()|repairBit), remote.Read(a, buf))
 	if err := s.do(ctx, ops); err != nil {
@@ -99,23 +118,43 @@ func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dea
 		return false, nil
 	}
 	s.t.rstats.recovered.Add(1)
-	return true, s.repairLeaf(ctx, a, class, buf, dead)
+	if !ok {
+		rec = registry.Redo{}
+	}
+	return true, s.repairLeaf(ctx, a, class, buf, dead, rec)
+}
+
+// carryRedo reads the redo record that the holder of tag dead left for the
+// leaf of n bytes at a, and writes it into the session's own redo slot
+// under its own tag (ok is false if there is none).
+func (s *session) carryRedo(ctx context.Context, a remote.Addr, n int, dead uint64) (registry.Redo, bool, error) {
+	if s.t.opts.NoRedo {
+		return registry.Redo{}, false, nil
+	}
+	rec, ok, err := s.t.reg.RedoOf(ctx, s.c, dead, a.MN())
+	if err != nil || !ok || rec.Target < a || uint64(rec.Target-a)+uint64(len(rec.Image)) > uint64(n) {
+		return registry.Redo{}, false, wrapRemote(err)
+	}
+	at, err := s.m.RedoSlot(ctx, s.c, a.MN(), len(rec.Image), nil)
+	if err != nil {
+		return registry.Redo{}, false, wrapRemote(err)
+	}
+	s.redo = registry.AppendRedo(s.redo[:0], rec.Target, s.lockTag(), rec.Image)
+	return rec, true, s.c.Write(ctx, at, s.redo)
 }
 
 // repairLeaf repairs the leaf at a, read into buf after its lock was taken
-// over from dead, and releases the lock (see the top of this file).
-func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf []byte, dead uint64) error {
+// over from dead, and releases the lock (see the top of this file). rec is
+// the dead holder's redo record of the leaf, if it left one (a zero Target
+// otherwise).
+func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf []byte, dead uint64, rec registry.Redo) error {
 	n := classBytes(class)
 	v, st := parseLeaf(buf, class)
 	if st == leafTorn {
-		rec, ok, err := s.t.reg.RedoOf(ctx, s.c, dead, a.MN())
-		if err != nil {
-			return wrapRemote(err)
-		}
-		off := uint64(rec.Target) - uint64(a)
-		if !ok || rec.Target < a || off+uint64(len(rec.Image)) > uint64(n) {
+		if rec.Target == 0 {
 			return corruptf("I9: leaf %v: torn by the dead writer %#x, which left no redo record of it", a, dead)
 		}
+		off := uint64(rec.Target - a)
 		end := min(int(off)+len(rec.Image), n-8) // the lock word stays ours
 		copy(buf[off:end], rec.Image)
 		if v, st = parseLeaf(buf, class); st == leafTorn {
@@ -133,10 +172,7 @@ func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf 
 		case linked:
 			return s.unlock(ctx, leafSlot(0, class, a), v.meta)
 		}
-		if err := s.retire(ctx, leafSlot(0, class, a)); err != nil {
-			return err
-		}
-		return nil
+		return s.retire(ctx, leafSlot(0, class, a))
 	}
 	return s.c.Write(ctx, a.Add(uint64(n-8)), zeroWord[:])
 }

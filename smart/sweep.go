@@ -105,6 +105,24 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 		w.s.t.rstats.recovered.Add(1)
 		w.recovered++
 	}
+	want := cur.sl.nodeType()
+	for i := 255; i >= h.nodeType().capacity(); i-- {
+		if !slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).isEmpty() {
+			want = max(want, typeFor(i)) // an insert behind the capacity that died before raising the type
+			break
+		}
+	}
+	if want > h.nodeType() {
+		// A type switch that died before raising the header (see readNode).
+		old, err := w.s.c.CAS(context.WithoutCancel(ctx), a.Add(nodeHeaderOff), uint64(h), uint64(h.withType(want)))
+		if err != nil {
+			return err
+		}
+		if old == uint64(h) {
+			w.s.t.rstats.recovered.Add(1)
+			w.recovered++
+		}
+	}
 	if w.s.t.opts.LockedInternal {
 		lock := binary.LittleEndian.Uint64(buf[nodeLockOff:])
 		if err := w.lock(ctx, a.Add(nodeLockOff), lock, func(ctx context.Context, word uint64) error {

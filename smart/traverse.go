@@ -100,6 +100,16 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 			s.raiseCachedType(ht)
 		}
 		t = ht
+	} else if ht < t && !cur.cached {
+		// The parent slot's type ran ahead of the header: a type switch
+		// raised the slot and not yet the header, or died in between (I9).
+		// Raising the header is the switch's own completing step (I5), and
+		// monotone: help, so that a reader whose cached slot still carries
+		// the old type sees the new slots too once this one returns.
+		s.healOp[0] = remote.CAS(n.addr.Add(nodeHeaderOff), uint64(n.h), uint64(n.h.withType(t)))
+		if err := s.c.Do(ctx, s.healOp[:]); err != nil {
+			return false, err
+		}
 	}
 	n.typ = t
 	for i := range t.capacity() {

@@ -79,6 +79,8 @@ func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
 		return corruptf("node %v: bad header type %d", a, h.nodeType())
 	case cur.sl.nodeType() > h.nodeType():
 		return corruptf("I5: node %v: parent slot type %v ahead of header type %v", a, cur.sl.nodeType(), h.nodeType())
+	case v.s.t.opts.LockedInternal && binary.LittleEndian.Uint64(buf[nodeLockOff:]) != 0:
+		return corruptf("I5: node %v: lock held (%#x)", a, binary.LittleEndian.Uint64(buf[nodeLockOff:]))
 	}
 	path = slices.Clip(path)
 	for i := range h.prefixLen() {

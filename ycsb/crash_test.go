@@ -199,10 +199,7 @@ func TestCrashCheckInEstimate(t *testing.T) {
 // "index/workload", with what the tree still lacks (issue 14 item 2).
 // Remove an entry once its runs pass; a tree that does not implement
 // index.Recoverer yet is skipped on its own.
-var waitingForTrees = map[string]string{
-	"smart/load": "SMART under LOAD with crashes panics in internal/registry.readRedo (slice bounds out of range [16:0]: " +
-		"a redo slot of size 0, reached from Member.RedoSlot ← smart session.reserveRedo)",
-}
+var waitingForTrees = map[string]string{}
 
 // The trees under crash injection (issue 14): YCSB-A and LOAD, InOrder and
 // Strict, lose no acknowledged write, leave no lock and pass Verify, with
