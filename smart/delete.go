@@ -2,6 +2,7 @@ package smart
 
 import (
 	"context"
+	"errors"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -50,7 +51,7 @@ func (s *session) delete(ctx context.Context, key []byte) (bool, error) {
 
 // deleteLocked deletes under the leaf's lock.
 func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (done, found bool, next cursor, err error) {
-	res, v, cur, err := s.lockLeaf(ctx, cur, key)
+	res, v, cur, err := s.lockLeaf(ctx, cur, key, false)
 	switch {
 	case err != nil || res == leafMoved:
 		return false, false, cur, err
@@ -64,22 +65,12 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 	//  3. W(L.lock = RETIRED) before returning (I4, I5).
 	ctx = context.WithoutCancel(ctx)
 	leaf := cur.sl
-	ops := s.markRemoved(s.batch(), leaf, v.meta)
-	for {
-		ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
-		if err != nil {
-			return false, false, cur, err
-		}
-		if old := slot(ops[len(ops)-1].Old); old == cur.sl {
-			return true, true, cur, s.retire(ctx, leaf)
-		} else if cur, err = s.relocate(ctx, cur.with(old), leaf); err != nil {
-			// A leaf split moved the locked leaf deeper and it cannot be
-			// found: give it back.
-			if uerr := s.unlock(ctx, leaf, v.meta); uerr != nil {
-				return false, false, cur, uerr
-			}
-			return false, false, cur, err
-		}
-		ops = s.batch()
+	ops, err := s.link(ctx, s.markRemoved(s.batch(), leaf, v.meta), remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
+	if err != nil {
+		return false, false, cur, err
 	}
+	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
+		return false, false, cur, errors.Join(lockedSlotChanged(cur, got), s.unlock(ctx, leaf, v.meta))
+	}
+	return true, true, cur, s.retire(ctx, leaf)
 }

@@ -99,15 +99,15 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			cur, err = s.reread(ctx, cur)
 		case st == leafOK && v.matches(key):
 			return bytes.Clone(v.value), true, nil
-		case st == leafOK && v.rev == cur.addr|revMoving && !cur.cached:
-			// A split of this leaf is in flight (or its splitter died) and
-			// has not published: the slot, read before the leaf, held it.
-			return nil, false, nil
 		case st == leafOK && v.rev != cur.addr:
 			// Another key's leaf that a split has moved since its slot was
 			// read (possibly before the read window was sealed): the key may
-			// be in the new node now.
-			cur, err = s.reread(ctx, cur)
+			// be in the new node now. A split holds the leaf's lock until it
+			// published: one whose client died is recovered (I9).
+			leaf := cur.sl
+			if cur, err = s.reread(ctx, cur); err == nil && cur.sl == leaf {
+				err = s.recoverHeld(ctx, &s.watch, leaf, v.lock, s.retries)
+			}
 		case st == leafOK:
 			return nil, false, nil
 		case s.mayBeReused(cur):

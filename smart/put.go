@@ -95,12 +95,12 @@ func (s *session) put(ctx context.Context, key []byte) error {
 // key, split it otherwise. It returns the cursor to continue from when a CAS
 // lost a race.
 func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, cursor, error) {
-	res, v, cur, err := s.lockLeaf(ctx, cur, key)
+	res, v, cur, err := s.lockLeaf(ctx, cur, key, true)
 	switch {
 	case err != nil || res == leafMoved:
 		return false, cur, err
 	case res == leafOther:
-		return s.splitLeaf(ctx, cur, v, key, s.value())
+		return s.splitLeaf(context.WithoutCancel(ctx), cur, v, key, s.value())
 	}
 	// The leaf is ours: from here on the operation completes even if ctx is
 	// cancelled, so the lock is always released.
@@ -117,17 +117,22 @@ type leafLock uint8
 
 const (
 	leafLocked leafLock = iota // the leaf holds the key; its lock is ours
-	leafOther                  // the leaf holds another key; not locked
+	leafOther                  // the leaf holds another key; locked for a split
 	leafMoved                  // the leaf left the slot: continue from the cursor returned
 )
 
 // lockLeaf takes the rear lock of the leaf cur points to, reading it in the
 // same round trip, and classifies it for an update or a delete of key:
-// retired, invalid or moved away (I4, I6: re-read the slot), torn (I7: the
+// retired, invalid or moved away (I4, I6, or a reverse pointer that, read
+// under the lock, names another slot: re-read the slot), torn (I7: the
 // previous holder's WRITE is still landing; release and read again), another
 // key, or locked by someone else (back off, bounded by maxLockAttempts).
 // Nothing is decided on a leaf that failed validation.
-func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLock, leafView, cursor, error) {
+//
+// A leaf of another key is returned locked if split is set (a Put splits
+// it, holding its lock: no other operation can move or remove it
+// meanwhile), unlocked otherwise (a Delete has nothing to do).
+func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte, split bool) (leafLock, leafView, cursor, error) {
 	var watch registry.Watch
 	for attempt := 0; ; attempt++ {
 		v, st, lockOld, err := s.lockAndRead(ctx, cur.sl)
@@ -137,6 +142,7 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 		locked := lockOld == 0
 		switch {
 		case st == leafRetired || lockOld == lockRetired || (st == leafOK && s.stale(cur, v.rev)) ||
+			(locked && st == leafOK && v.rev != cur.addr) ||
 			(st != leafTorn && s.reused(cur, v.meta)) || (st == leafTorn && s.mayBeReused(cur)):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
@@ -165,8 +171,8 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte) (leafLoc
 				s.unlockAsync(ctx, cur.sl)
 			}
 			return 0, v, cur, errRestart
-		case !v.matches(key):
-			if locked {
+		case !v.matches(key) && (locked || !split):
+			if locked && !split {
 				s.unlockAsync(ctx, cur.sl)
 			}
 			return leafOther, v, cur, nil
@@ -272,28 +278,22 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 	//  3. W(L.lock = RETIRED) before returning (I4, I5).
 	s.img = leafImage(s.img, cur.addr, key, value, class, s.t.epoch())
 	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
-	for {
-		ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
-		if err != nil {
-			return false, cur, err
-		}
-		got := slot(ops[len(ops)-1].Old)
-		if got == cur.sl {
-			return true, cur, s.retire(ctx, old)
-		}
-		// A leaf split moved the locked leaf deeper: find its new slot, which
-		// may be on another memory node than the new leaf.
-		next, err := s.relocate(ctx, cur.with(got), old)
-		if err != nil {
-			if uerr := s.unlock(ctx, old, meta); uerr != nil {
-				return false, cur, uerr
-			}
-			return false, cur, err
-		}
-		cur = next
-		s.img = putWord(s.img[:0], uint64(cur.addr))
-		ops = append(s.batch(), remote.Write(na.Add(leafRevOff), s.img[:8]))
+	ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
+	if err != nil {
+		return false, cur, err
 	}
+	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
+		return false, cur, errors.Join(lockedSlotChanged(cur, got), s.unlock(ctx, old, meta))
+	}
+	return true, cur, s.retire(ctx, old)
+}
+
+// lockedSlotChanged reports the slot of a locked leaf found changed by a
+// CAS: only the holder of a leaf's lock changes the slot that holds it
+// (updates, deletes and splits all take the lock), and lockLeaf checked
+// that the slot was the leaf's, by its reverse pointer, under the lock.
+func lockedSlotChanged(cur cursor, got slot) error {
+	return corruptf("I5: slot %v of locked leaf %v changed to %v", cur.addr, cur.sl.addr(), got)
 }
 
 // markRemoved appends the WRITE that clears the valid bit of the leaf sl
@@ -322,20 +322,6 @@ func (s *session) unlock(ctx context.Context, sl slot, meta uint64) error {
 	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), s.meta[:]),
 		remote.Write(a.Add(uint64(classBytes(sl.leafClass())-8)), zeroWord[:]))
 	return s.do(context.WithoutCancel(ctx), ops)
-}
-
-// relocate follows the key from a slot whose CAS failed to the slot that
-// now points to the leaf (a split moved it). The caller holds the leaf's
-// lock, so nothing else can unlink it.
-func (s *session) relocate(ctx context.Context, from cursor, leaf slot) (cursor, error) {
-	d, err := s.descend(ctx, s.enc, from)
-	if err != nil {
-		return from, err
-	}
-	if d.out != atLeaf || d.cur.sl.addr() != leaf.addr() {
-		return from, errRestart
-	}
-	return d.cur, nil
 }
 
 // installLeaf replaces a tombstone slot with a new leaf, written on the

@@ -28,13 +28,15 @@ import (
 //     place): if L's slot, named by its reverse pointer, still holds L, the
 //     unlink never happened: W(L.meta with valid), release; otherwise it
 //     happened: W(L.lock = RETIRED) (I4) and hand L to reclamation;
-//   - otherwise the holder died between its lock and its write, or after
-//     its write and before the release: release.
+//   - otherwise the holder died between its lock and its write, after its
+//     write and before the release, or in a split: point the reverse
+//     pointer at the slot a descent by L's key finds L in (a split moves it
+//     to its new node before its slot CAS), and release.
 //
 // Every step is decided from remote state only and is idempotent, so a
 // repairer that dies mid-repair leaves its own tag, and the next one starts
-// over. A split's moving flag carries no owner; waitMoving judges it by
-// time and repairFlag finishes or undoes the split.
+// over. A header split's moving flag carries no owner; waitMoving judges it
+// by time and repairFlag finishes or undoes the split.
 
 // repairBit marks a lock word taken over by a repairer.
 const repairBit = 1 << 61
@@ -174,42 +176,48 @@ func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf 
 		}
 		return s.retire(ctx, leafSlot(0, class, a))
 	}
+	if err := s.relink(ctx, a, v.key, v.rev); err != nil {
+		return err
+	}
 	return s.c.Write(ctx, a.Add(uint64(n-8)), zeroWord[:])
 }
 
 // stillLinked reports whether the slot named by rev, the reverse pointer of
-// the locked leaf at a, still holds the leaf. Only a split moves a locked
-// leaf, and a split flags rev before its slot CAS and changes it after, so
-// the slot word means something only if rev reads the same, unflagged,
-// before and after it (two round trips: the slot and the leaf may be on
-// different memory nodes, whose verbs are not ordered).
+// the locked leaf at a, still holds the leaf. Nothing moves a locked leaf
+// (splits take its lock too), and every holder leaves the pointer right
+// before it releases (a repair moves it back, relink), so one read of the
+// slot decides.
 func (s *session) stillLinked(ctx context.Context, a, rev remote.Addr) (bool, error) {
-	for attempt := 0; ; attempt++ {
-		if rev&revMoving == 0 {
-			w, err := s.readWord(ctx, rev)
-			if err != nil {
-				return false, err
-			}
-			again, err := s.readWord(ctx, a.Add(leafRevOff))
-			if err != nil {
-				return false, err
-			}
-			if remote.Addr(again) == rev {
-				sl := slot(w)
-				return sl.isLeaf() && sl.addr() == a, nil
-			}
-			rev = remote.Addr(again)
-			continue
-		}
-		if err := s.waitMoving(ctx, a.Add(leafRevOff), nil); err != nil {
-			return false, err
-		}
-		w, err := s.readWord(ctx, a.Add(leafRevOff))
-		if err != nil {
-			return false, err
-		}
-		rev = remote.Addr(w)
+	w, err := s.readWord(ctx, rev)
+	if err != nil {
+		return false, err
 	}
+	sl := slot(w)
+	return sl.isLeaf() && sl.addr() == a, nil
+}
+
+// relink points the reverse pointer of the valid, locked leaf at a, holding
+// key, at the slot that links it, found by a descent from the root: a split
+// that died after moving the pointer (to its new node) and before or after
+// its slot CAS leaves it naming a slot that may or may not be linked. A leaf
+// no descent reaches is left alone.
+func (s *session) relink(ctx context.Context, a remote.Addr, key []byte, rev remote.Addr) error {
+	// The descent caches what it reads under s.enc's prefixes: it runs on
+	// L's key, and the operation's own is put back after.
+	opEnc := s.enc
+	s.enc = appendEncoded(nil, key)
+	defer func() { s.enc = opEnc }()
+	root, err := s.root(ctx)
+	if err != nil {
+		return err
+	}
+	d, err := s.descend(ctx, s.enc, root)
+	if err != nil || d.out != atLeaf || d.cur.sl.addr() != a || d.cur.addr == rev {
+		return err
+	}
+	var w [8]byte
+	binary.LittleEndian.PutUint64(w[:], uint64(d.cur.addr))
+	return s.c.Write(ctx, a.Add(leafRevOff), w[:])
 }
 
 // settle repairs the leaf named by a redo record that a previous

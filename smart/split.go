@@ -132,12 +132,27 @@ func (s *session) raiseType(ctx context.Context, parent cursor, node remote.Addr
 	return nil
 }
 
-// splitLeaf replaces the leaf at cur (holding another key, old) by a chain
-// of new internal nodes covering the common prefix of both encoded keys and
-// ending in a node with both leaves. Everything new is written first, then
-// one CAS on cur's slot publishes it; the old leaf's reverse pointer is
-// moved before returning.
+// splitLeaf replaces the leaf at cur (holding another key, old, and locked
+// by this session) by a chain of new internal nodes covering the common
+// prefix of both encoded keys and ending in a node with both leaves. The
+// chain, the new leaf and the old leaf's reverse pointer, moved to its slot
+// in the new node, are written first; then one CAS on cur's slot publishes
+// the chain; then the old leaf's lock is released, unsignaled.
+//
+// The lock makes the split one publishing round trip: nothing else moves or
+// unlinks a locked leaf (deletes, out-of-place updates and splits all take
+// it), so the slot CAS cannot lose, and the reverse pointer can move before
+// the CAS (I3: it is part of what the CAS publishes; I6: a reader that
+// reaches the leaf through a stale cached slot sees it moved, also after a
+// concurrent operation built on the new node). A reader that reads the moved
+// pointer before the CAS lands reads the slot again until it does.
 func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, value []byte) (bool, cursor, error) {
+	if old.rev != cur.addr || s.lost() {
+		// Moved since the slot was read (I5), or decided on what may be
+		// reused memory (I8): read the slot again.
+		s.unlockAsync(ctx, cur.sl)
+		return false, cur, errRestart
+	}
 	s.enc2 = appendEncoded(s.enc2[:0], old.key)
 	e1, e2 := s.enc, s.enc2
 	lcp := 0
@@ -145,47 +160,89 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		lcp++
 	}
 	if lcp < cur.depth || lcp >= len(e1) || lcp >= len(e2) {
+		s.unlockAsync(ctx, cur.sl)
 		return false, cur, corruptf("leaf %v under slot %v does not share the path to it", cur.sl.addr(), cur.addr)
 	}
-	chain := (lcp - cur.depth) / 7 // nodes holding 6 prefix bytes and one slot
+	chain, err := s.buildChain(ctx, cur, lcp, key, value)
+	if err != nil {
+		s.unlockAsync(ctx, cur.sl)
+		return false, cur, err
+	}
+	s.img = putWord(s.img[:0], uint64(nodeSlotAddr(chain.final, 0)))
+	ops := append(s.stagedOps(), remote.Write(cur.sl.addr().Add(leafRevOff), s.img[:8]))
+	repl := nodeSlot(cur.sl.partial(), node4, chain.first)
+	var ok bool
+	var next cursor
+	if s.t.opts.LockedInternal && cur.node != 0 {
+		ok, next, err = s.publishLocked(ctx, cur, ops, repl)
+	} else {
+		ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
+		if err == nil {
+			got := slot(ops[len(ops)-1].Old)
+			ok, next = got == cur.sl, cur.with(got)
+		}
+	}
+	if err != nil || !ok {
+		// Impossible while the lock is held, unless the pool failed: put
+		// the reverse pointer back before the release.
+		s.img = putWord(s.img[:0], uint64(cur.addr))
+		ops = append(s.batch(), remote.Write(cur.sl.addr().Add(leafRevOff), s.img[:8]),
+			remote.Write(cur.sl.addr().Add(uint64(classBytes(cur.sl.leafClass())-8)), zeroWord[:]))
+		if perr := s.c.Post(ctx, ops); err == nil {
+			err = perr
+		}
+		return false, next, err
+	}
+	s.unlockAsync(ctx, cur.sl)
+	s.rememberNew(e1[:lcp], chain.final, chain.finalRev, chain.h, cur.level+chain.n, chain.oldSlot, chain.newSlot)
+	return true, cur, nil
+}
+
+// chain is the new structure of a leaf split, staged in the session.
+type chain struct {
+	first, final     remote.Addr // the chain's first and last node
+	finalRev         remote.Addr // the slot that will link final
+	h                header      // final's header
+	n                int         // nodes before final
+	oldSlot, newSlot slot        // final's slots: the old leaf, the new one
+}
+
+// buildChain allocates and stages the nodes of a leaf split at cur whose
+// keys share lcp encoded bytes, and the new leaf of key and value: nodes
+// holding 6 prefix bytes and one slot down to the last one, which holds the
+// old leaf in slot 0 and the new one in slot 1.
+func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, value []byte) (chain, error) {
+	e1, e2 := s.enc, s.enc2
+	var c chain
+	c.n = (lcp - cur.depth) / 7
 	first, err := s.c.AllocOn(ctx, -1, nodeAllocBytes, addrAlign)
 	if err != nil {
-		return false, cur, err
+		return c, err
 	}
 	mn := first.MN()
 	class := classFor(leafPayload(len(key), len(value)))
 	la, err := s.allocLeaf(ctx, mn, class)
 	if err != nil {
-		return false, cur, err
+		return c, err
 	}
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
 	node, rev, d := first, cur.addr, cur.depth
-	for range chain {
+	for range c.n {
 		next, err := s.allocNear(ctx, mn, nodeAllocBytes)
 		if err != nil {
-			return false, cur, err
+			return c, err
 		}
 		h := makeHeader(d, node4, e1[d:d+6])
 		s.stage(node, nodeImage(s.img, rev, h, nodeSlot(e1[d+6], node4, next)))
 		node, rev, d = next, nodeSlotAddr(node, 0), d+7
 	}
-	h := makeHeader(d, node4, e1[d:lcp])
-	oldSlot := leafSlot(e2[lcp], cur.sl.leafClass(), cur.sl.addr())
-	s.stage(node, nodeImage(s.img, rev, h, oldSlot, leafSlot(e1[lcp], class, la)))
+	c.first, c.final, c.finalRev = first, node, rev
+	c.h = makeHeader(d, node4, e1[d:lcp])
+	c.oldSlot = leafSlot(e2[lcp], cur.sl.leafClass(), cur.sl.addr())
+	c.newSlot = leafSlot(e1[lcp], class, la)
+	s.stage(node, nodeImage(s.img, rev, c.h, c.oldSlot, c.newSlot))
 	s.stage(la, leafImage(s.img, nodeSlotAddr(node, 1), key, value, class, s.t.epoch()))
-	ops := s.stagedOps()
-	final, finalRev, newSlot := node, rev, leafSlot(e1[lcp], class, la)
-	revAddr := cur.sl.addr().Add(leafRevOff)
-	// Leaf split: publish (I6 flag on the old leaf's reverse pointer, I3
-	// chain and new leaf written, then the slot CAS, I1), then move the old
-	// leaf's reverse pointer before returning (I5).
-	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, first), revAddr, old.rev, func() error {
-		s.rememberNew(e1[:lcp], final, finalRev, h, cur.level+chain, oldSlot, newSlot)
-		// I5: move the old leaf's reverse pointer to its new slot (we own
-		// it: it carries our revMoving flag).
-		_, err := s.c.CAS(context.WithoutCancel(ctx), revAddr, uint64(old.rev|revMoving), uint64(nodeSlotAddr(final, 0)))
-		return err
-	})
+	return c, nil
 }
 
 // publish links new structure: it flags the reverse pointer at revAddr of

@@ -163,12 +163,6 @@ func (w *sweeper) leaf(ctx context.Context, cur cursor) error {
 	if err := w.s.c.Read(ctx, a, buf); err != nil {
 		return err
 	}
-	rev := remote.Addr(binary.LittleEndian.Uint64(buf[leafRevOff:]))
-	if rev&revMoving != 0 {
-		if err := w.flag(ctx, a.Add(leafRevOff), rev, cur.addr, nil); err != nil {
-			return err
-		}
-	}
 	lock := binary.LittleEndian.Uint64(buf[n-8:])
 	return w.lock(ctx, a.Add(uint64(n-8)), lock, func(ctx context.Context, word uint64) error {
 		_, err := w.s.recoverLeaf(ctx, a, class, word)
@@ -208,11 +202,11 @@ func (w *sweeper) lock(ctx context.Context, at remote.Addr, word uint64, recover
 }
 
 // flag handles the moving flag found on the reverse pointer at at (holding
-// rev) of an object the walk reached through the slot at where: in the
-// first walk it is noted; in the second, if it stood still, the split is
-// finished (the object is now under where: the reverse pointer moves there
-// and complete, if not nil, runs the split's other completing step) or
-// undone (the object is still in the slot the flag protected).
+// rev) of a node the walk reached through the slot at where: in the first
+// walk it is noted; in the second, if it stood still, the header split is
+// finished (the node is now under where: complete lowers its header, then
+// the reverse pointer moves there) or undone (the node is still in the slot
+// the flag protected).
 func (w *sweeper) flag(ctx context.Context, at, rev, where remote.Addr, complete func(context.Context) error) error {
 	o := w.watched[at]
 	if !w.second {
@@ -226,7 +220,7 @@ func (w *sweeper) flag(ctx context.Context, at, rev, where remote.Addr, complete
 	}
 	delete(w.watched, at)
 	ctx = context.WithoutCancel(ctx)
-	if where != rev&^revMoving && complete != nil {
+	if where != rev&^revMoving {
 		if err := complete(ctx); err != nil {
 			return err
 		}
