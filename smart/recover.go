@@ -314,6 +314,9 @@ func (s *session) lowerTo(ctx context.Context, a remote.Addr, depth int) error {
 	hdr := a.Add(nodeHeaderOff)
 	w, err := s.readWord(ctx, hdr)
 	for h := header(w); err == nil && h.depth() < depth; h = header(w) {
+		if depth-h.depth() > h.prefixLen() {
+			return corruptf("node %v: header %#x cannot move to depth %d", a, uint64(h), depth)
+		}
 		w, err = s.c.CAS(ctx, hdr, uint64(h), uint64(h.dropped(depth-h.depth())))
 	}
 	return err

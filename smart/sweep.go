@@ -136,7 +136,9 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 			return err
 		}
 	}
-	childDepth := depth + h.prefixLen() + 1
+	// The children's depth from the node's own header (depth and prefix),
+	// which stays right while a header split has not lowered it yet.
+	childDepth := h.depth() + h.prefixLen() + 1
 	for i := range 256 {
 		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
 		child := cursor{addr: nodeSlotAddr(a, i), sl: sl, depth: childDepth, node: a}
