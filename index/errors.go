@@ -24,4 +24,9 @@ var (
 	// from the ones given (SMART's protocol variant, Sherman's geometry and
 	// lock table). Nothing was changed.
 	ErrOptionsMismatch = errors.New("index: options do not match the existing index")
+	// ErrLeaseLost: the compute node was silent for so long (a paused
+	// process) that others may have judged it dead, and a lock the
+	// operation held was taken over meanwhile; the operation wrote nothing
+	// under it and failed. Retrying is safe.
+	ErrLeaseLost = errors.New("index: lock lost while the compute node was silent")
 )

@@ -58,6 +58,9 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 	case res == leafOther:
 		return true, false, cur, nil
 	}
+	if err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
+		return false, false, cur, err
+	}
 	// The leaf is ours: complete even if ctx is cancelled.
 	//  1. W(L.meta without valid): I6, marked before it is unlinked.
 	//  2. CAS(slot: L → tombstone): the linearization point; the tombstone

@@ -21,4 +21,5 @@ var (
 	ErrContention      = index.ErrContention
 	ErrCorrupt         = index.ErrCorrupt
 	ErrOptionsMismatch = index.ErrOptionsMismatch
+	ErrLeaseLost       = index.ErrLeaseLost
 )

@@ -99,6 +99,11 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 	switch {
 	case err != nil || res == leafMoved:
 		return false, cur, err
+	}
+	if err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
+		return false, cur, err
+	}
+	switch {
 	case res == leafOther:
 		return s.splitLeaf(context.WithoutCancel(ctx), cur, v, key, s.value())
 	}
@@ -206,10 +211,16 @@ func (s *session) lockAndRead(ctx context.Context, sl slot) (leafView, leafState
 	return v, st, ops[0].Old, nil
 }
 
+// leafLockAddr returns the address of the lock word of the leaf sl points
+// to (its last word).
+func leafLockAddr(sl slot) remote.Addr {
+	return sl.addr().Add(uint64(classBytes(sl.leafClass()) - 8))
+}
+
 // unlockAsync releases a leaf lock without waiting (the protocol does not
 // depend on when it lands).
 func (s *session) unlockAsync(ctx context.Context, sl slot) {
-	lockAddr := sl.addr().Add(uint64(classBytes(sl.leafClass()) - 8))
+	lockAddr := leafLockAddr(sl)
 	s.img = putWord(s.img[:0], 0)
 	ops := append(s.batch(), remote.Write(lockAddr, s.img))
 	s.ops = ops
@@ -307,7 +318,7 @@ func (s *session) markRemoved(ops []remote.Op, sl slot, meta uint64) []remote.Op
 // leaf to reclamation (I8).
 func (s *session) retire(ctx context.Context, sl slot) error {
 	binary.LittleEndian.PutUint64(s.meta[:], lockRetired)
-	if err := s.c.Write(ctx, sl.addr().Add(uint64(classBytes(sl.leafClass())-8)), s.meta[:]); err != nil {
+	if err := s.c.Write(ctx, leafLockAddr(sl), s.meta[:]); err != nil {
 		return err
 	}
 	s.retireLeaf(sl)
@@ -320,7 +331,7 @@ func (s *session) unlock(ctx context.Context, sl slot, meta uint64) error {
 	binary.LittleEndian.PutUint64(s.meta[:], meta|metaValidBit)
 	a := sl.addr()
 	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), s.meta[:]),
-		remote.Write(a.Add(uint64(classBytes(sl.leafClass())-8)), zeroWord[:]))
+		remote.Write(leafLockAddr(sl), zeroWord[:]))
 	return s.do(context.WithoutCancel(ctx), ops)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
@@ -69,6 +70,34 @@ func (t *Tree) replace(s *session) {
 		t.mu.Unlock()
 		return
 	}
+}
+
+// holding is called right after the session took a leaf's lock, before
+// it writes anything under it (docs/recovery.md, "Stale writers"). If the
+// compute node's heartbeat is half a lease old, other nodes may have judged
+// this client dead and taken the lock over: the client takes a new
+// incarnation and moves the lock from its old tag to the new one with a
+// CAS, which fails if the lock was taken over (and makes every waiter's
+// takeover of the old tag fail from then on). The operation then fails
+// with ErrLeaseLost, having written nothing. What remains is a pause of
+// half a lease between this check and the verbs that follow.
+func (s *session) holding(ctx context.Context, lockAddr remote.Addr) error {
+	stale, err := s.m.Touch(ctx, s.c)
+	if err != nil || !stale {
+		return wrapRemote(err)
+	}
+	old, err := s.m.Renew(ctx, s.c)
+	if err != nil {
+		return wrapRemote(err)
+	}
+	got, err := s.c.CAS(ctx, lockAddr, old, s.lockTag())
+	switch {
+	case err != nil:
+		return err
+	case got != old:
+		return fmt.Errorf("%w: leaf lock at %v, now %#x", ErrLeaseLost, lockAddr, got)
+	}
+	return nil
 }
 
 // holderDead judges the holder of a lock word found held (a tag, possibly

@@ -147,3 +147,87 @@ func checkAfterCrash(t *testing.T, point string, tr *Tree, p *remote.Pool, opts 
 		t.Fatalf("%s: Verify: %v", point, err)
 	}
 }
+
+// TestStaleWriter pauses a lock holder for three leases (its compute node
+// sends no heartbeat meanwhile). If another compute node takes the lock
+// over meanwhile, the holder learns it before writing anything and fails
+// with ErrLeaseLost; if nobody did, it keeps the lock under a new
+// incarnation and completes its update.
+func TestStaleWriter(t *testing.T) {
+	const lease = time.Millisecond
+	ctx := context.Background()
+	for _, contended := range []bool{true, false} {
+		t.Run(fmt.Sprintf("taken-over=%v", contended), func(t *testing.T) {
+			p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			a, err := Open(p.NewComputeNode(), Options{Lease: lease})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Open(p.NewComputeNode(), Options{Lease: lease})
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := []byte("paused-key")
+			if err := a.Put(ctx, k, []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+			var holdErr, writeErr, otherErr error
+			p.Go(func() {
+				s, err := a.session()
+				if err != nil {
+					holdErr = err
+					return
+				}
+				defer a.release(s)
+				s.enc = appendEncoded(s.enc[:0], k)
+				cur, err := s.start(ctx)
+				if err != nil {
+					holdErr = err
+					return
+				}
+				d, err := s.descend(ctx, s.enc, cur)
+				if err != nil {
+					holdErr = err
+					return
+				}
+				res, v, cur, err := s.lockLeaf(ctx, d.cur, k, false)
+				if err != nil || res != leafLocked {
+					holdErr = fmt.Errorf("lockLeaf: %v, %v", res, err)
+					return
+				}
+				s.c.Compute(3 * lease) // paused: no heartbeat
+				if holdErr = s.holding(ctx, leafLockAddr(cur.sl)); holdErr == nil {
+					writeErr = s.writeInPlace(ctx, cur.sl, k, []byte("from a"), metaBirth(v.meta))
+				}
+			})
+			if contended {
+				p.Go(func() {
+					b.cn.NewClient().Compute(10 * time.Microsecond) // after a took the lock
+					otherErr = b.Put(ctx, k, []byte("from b"))
+				})
+			}
+			if err := p.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			want := "from a"
+			if contended {
+				want = "from b"
+				if !errors.Is(holdErr, ErrLeaseLost) || otherErr != nil {
+					t.Fatalf("holder: %v (want ErrLeaseLost); the other compute node's Put: %v", holdErr, otherErr)
+				}
+			} else if holdErr != nil || writeErr != nil {
+				t.Fatalf("an uncontended holder after its pause: %v, %v", holdErr, writeErr)
+			}
+			if v, ok, err := b.Get(ctx, k); err != nil || !ok || string(v) != want {
+				t.Fatalf("Get = %q, %v, %v; want %q", v, ok, err, want)
+			}
+			if err := a.Verify(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -187,7 +187,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		// the reverse pointer back before the release.
 		s.img = putWord(s.img[:0], uint64(cur.addr))
 		ops = append(s.batch(), remote.Write(cur.sl.addr().Add(leafRevOff), s.img[:8]),
-			remote.Write(cur.sl.addr().Add(uint64(classBytes(cur.sl.leafClass())-8)), zeroWord[:]))
+			remote.Write(leafLockAddr(cur.sl), zeroWord[:]))
 		if perr := s.c.Post(ctx, ops); err == nil {
 			err = perr
 		}

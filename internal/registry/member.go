@@ -74,6 +74,22 @@ func (n *Node) freeSlot() (*block, int) {
 // incarnation that Node.Dead reads to judge the holder of a lock.
 func (m *Member) Tag() uint64 { return m.tag }
 
+// Renew gives the member a new incarnation of its client slot, and so a new
+// Tag, and marks it live: a waiter that judged the old tag dead (this node
+// was silent for a lease) now also finds it replaced, and a lock word the
+// member moves from its old tag to the new one with a CAS proves that no
+// waiter took the lock over meanwhile (docs/recovery.md, "Stale writers").
+func (m *Member) Renew(ctx context.Context, c *remote.Client) (old uint64, err error) {
+	n := m.n
+	n.mu.Lock()
+	m.blk.incs[m.k]++
+	inc := m.blk.incs[m.k]
+	n.mu.Unlock()
+	old = m.tag
+	m.inc, m.tag = inc, tag(m.blk.idx, m.k, inc)
+	return old, m.writeState(ctx, c, stateLive)
+}
+
 // Close marks the member's slot free; its tag names nobody afterwards. A
 // lock still holding the tag is judged dead at once.
 func (m *Member) Close(ctx context.Context, c *remote.Client) error {
