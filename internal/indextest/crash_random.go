@@ -12,7 +12,7 @@ import (
 // RunCrashRandom runs the battery's concurrent workloads in the simulator,
 // in InOrder and Strict modes, while remote.Pool.InjectCrashes stops
 // clients at random (at a rate meant to stop about 3% of the operations
-// of the mixed workload and 5% of the hot-key one, estimated from the
+// of the operations, estimated from the
 // virtual time the preload took; the seed of the injection is the
 // subtest's). An operation that returns an error wrapping remote.ErrCrashed
 // has an unknown outcome:
@@ -41,10 +41,12 @@ import (
 func RunCrashRandom(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	cns, per, ops := 3, 16, 80
-	lcns, lper, lops := 2, 6, 60
+	// Porcupine's search grows fast with operations whose response is at
+	// the end of time: the linearizable histories stay short.
+	lcns, lper, lops := 2, 4, 25
 	if testing.Short() {
 		cns, per, ops = 2, 8, 30
-		lcns, lper, lops = 2, 4, 30
+		lcns, lper, lops = 2, 4, 15
 	}
 	for _, m := range crashModes {
 		t.Run("mixed-"+m.name, func(t *testing.T) {
@@ -61,7 +63,7 @@ func RunCrashRandom(t *testing.T, tg Target) {
 			seed := seedFor(t)
 			pool := newPool(t, m.config(seed))
 			w := &workload{tg: tg, perCN: lper, ops: lops, ownKeys: 1, hot: 4, stable: 20, hotOnly: true, seed: seed,
-				clock: func() int64 { return int64(pool.Now()) }, crashFrac: 0.05}
+				clock: func() int64 { return int64(pool.Now()) }, crashFrac: 0.03}
 			out := runMixed(t.Context(), tg, pool, "idx", w, lcns)
 			if reportCrashRun(t, out, fmt.Sprintf("%s, %d compute nodes × %d goroutines, seed %#x", m.name, lcns, lper, seed)) {
 				checkLinearizable(t, out.history, fmt.Sprintf("hot keys under crashes, %s", m.name))
