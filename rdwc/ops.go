@@ -144,16 +144,16 @@ func (t *Table) lead(ctx context.Context, w *waiter, write func(context.Context,
 // so that the caller's slice is never retained.
 func (t *Table) enter(ctx context.Context, w *waiter, key []byte) (state, error) {
 	w.win.key = append(w.win.key[:0], key...)
-	s := t.slot(key)
+	s, i := t.slot(key)
 	s.mu.Lock()
 	if t.closed.Load() {
 		s.mu.Unlock()
 		return stClosed, t.closeErr
 	}
-	win := s.win
+	win := s.window(i)
 	if win == nil {
-		w.win.open(s, w)
-		s.win = &w.win
+		w.win.open(s, i, w)
+		s.open = append(s.open, &w.win)
 		s.mu.Unlock()
 		return stOwner, nil
 	}
@@ -170,14 +170,15 @@ func (t *Table) enter(ctx context.Context, w *waiter, key []byte) (state, error)
 		w.stats.queued.Add(1)
 	}
 	s.mu.Unlock()
-	return t.await(ctx, w, s)
+	return t.await(ctx, w, s, i)
 }
 
-// await parks w's client until its operation leaves stQueued and stJoined,
-// or until its wait fails (ctx done, pool closed) first; then the operation
-// leaves the window and await returns the wait's error. It consumes exactly
-// the one Signal that accompanies the transition.
-func (t *Table) await(ctx context.Context, w *waiter, s *slot) (state, error) {
+// await parks w's client, queued on slot i, which s guards, until its
+// operation leaves stQueued and stJoined, or until its wait fails (ctx done,
+// pool closed) first; then the operation leaves the window and await returns
+// the wait's error. It consumes exactly the one Signal that accompanies the
+// transition.
+func (t *Table) await(ctx context.Context, w *waiter, s *stripe, i uint64) (state, error) {
 	for {
 		err := w.c.Wait(ctx)
 		s.mu.Lock()
@@ -187,7 +188,7 @@ func (t *Table) await(ctx context.Context, w *waiter, s *slot) (state, error) {
 				s.mu.Unlock()
 				continue
 			}
-			s.win.leave(w)
+			s.window(i).leave(w)
 			w.state = stIdle
 			s.mu.Unlock()
 			return stIdle, err
@@ -237,7 +238,7 @@ func (t *Table) release(w *waiter, value []byte, found bool, err error, share bo
 	}
 	if next := win.pending.pop(); next != nil {
 		nw := &next.win
-		nw.open(s, next)
+		nw.open(s, win.slot, next)
 		next.state = stOwner
 		for q := win.pending.pop(); q != nil; q = win.pending.pop() {
 			if q.kind == nw.kind {
@@ -246,10 +247,10 @@ func (t *Table) release(w *waiter, value []byte, found bool, err error, share bo
 				nw.pending.push(q)
 			}
 		}
-		s.win = nw
+		s.replace(win, nw)
 		wake = append(wake, next.c)
 	} else {
-		s.win = nil
+		s.remove(win)
 	}
 	win.clear()
 	s.mu.Unlock()

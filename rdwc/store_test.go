@@ -132,16 +132,17 @@ func (f *fakeClient) pause(stage) {
 // window reports the state of the window open on key in t: whether one is
 // open, how many operations joined it and how many wait for the next one.
 func (t *Table) window(key []byte) (open bool, joined, pending int) {
-	s := t.slot(key)
+	s, i := t.slot(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.win == nil || !bytes.Equal(s.win.key, key) {
+	win := s.window(i)
+	if win == nil || !bytes.Equal(win.key, key) {
 		return false, 0, 0
 	}
-	for w := s.win.joined.head; w != nil; w = w.next {
+	for w := win.joined.head; w != nil; w = w.next {
 		joined++
 	}
-	for w := s.win.pending.head; w != nil; w = w.next {
+	for w := win.pending.head; w != nil; w = w.next {
 		pending++
 	}
 	return true, joined, pending

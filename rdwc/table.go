@@ -49,16 +49,17 @@ type Options struct {
 // compute node; each client runs at most one operation on the Table at a
 // time. A Table is safe for concurrent use by those clients.
 //
-// Memory: 16 bytes per slot (1 MiB with DefaultSlots), allocated by New, plus
-// per client that has used the table about 330 bytes and buffers that grow to
+// Memory: 64 bytes per lock stripe (at most stripeCount of them, 16 KiB),
+// allocated by New, and nothing per slot without an open window, plus per
+// client that has used the table about 330 bytes and buffers that grow to
 // the longest key it opened a window for, the longest value combined into its
 // write windows and the largest number of waiters it woke at once. Nothing is
 // allocated per operation once those buffers have grown, except the copy of a
 // delegated read's value that each joiner returns.
 type Table struct {
-	opts  Options
-	slots []slot
-	mask  uint64
+	opts    Options
+	stripes []stripe
+	mask    uint64 // slots - 1
 
 	// clients holds the per-client state, indexed by remote.Client.ID. It is
 	// copied on growth, under grow.
@@ -71,12 +72,56 @@ type Table struct {
 	closeOnce sync.Once
 }
 
-// slot is one local lock: the window currently open on it, if any. mu guards
-// the window's shared fields and every waiter queued on the slot; it is held
-// only for short, non-blocking critical sections.
-type slot struct {
-	mu  sync.Mutex
-	win *Window
+// stripeCount is the number of mutexes guarding a table's slots (fewer if
+// the table has fewer slots): slot i is guarded by stripe i mod the number of
+// stripes. A slot costs nothing while no window is open on it, so the locks
+// of a table with many slots fit in a few kilobytes, which stay in the
+// processor's cache where a table of a lock per slot would miss it on every
+// operation.
+const stripeCount = 256
+
+// stripe guards some of the table's slots and holds the windows open on
+// them, at most one per slot. mu guards the list, those windows' shared
+// fields and every waiter queued on them; it is held only for short,
+// non-blocking critical sections.
+type stripe struct {
+	mu   sync.Mutex
+	open []*Window
+	_    [32]byte // a cache line per stripe
+}
+
+// window returns the window open on slot i, or nil. The caller holds s.mu.
+func (s *stripe) window(i uint64) *Window {
+	for _, win := range s.open {
+		if win.slot == i {
+			return win
+		}
+	}
+	return nil
+}
+
+// replace puts win in the place of old, which is open on the same slot. The
+// caller holds s.mu.
+func (s *stripe) replace(old, win *Window) {
+	for j, o := range s.open {
+		if o == old {
+			s.open[j] = win
+			return
+		}
+	}
+}
+
+// remove takes the open window win out of the list. The caller holds s.mu.
+func (s *stripe) remove(win *Window) {
+	n := len(s.open) - 1
+	for j, o := range s.open {
+		if o == win {
+			s.open[j] = s.open[n]
+			s.open[n] = nil
+			s.open = s.open[:n]
+			return
+		}
+	}
 }
 
 // New returns a Table configured by opts.
@@ -86,7 +131,7 @@ func New(opts Options) *Table {
 		n = 1 << bits.Len(uint(opts.Slots-1))
 	}
 	opts.Slots = n
-	t := &Table{opts: opts, slots: make([]slot, n), mask: uint64(n - 1)}
+	t := &Table{opts: opts, stripes: make([]stripe, min(n, stripeCount)), mask: uint64(n - 1)}
 	t.clients.Store(new([]*waiter))
 	return t
 }
@@ -94,8 +139,11 @@ func New(opts Options) *Table {
 // Options returns the table's options with defaults filled in.
 func (t *Table) Options() Options { return t.opts }
 
-// slot returns the local lock of key.
-func (t *Table) slot(key []byte) *slot { return &t.slots[farm.Hash64(key)&t.mask] }
+// slot returns the local lock of key: its slot and the stripe guarding it.
+func (t *Table) slot(key []byte) (*stripe, uint64) {
+	i := farm.Hash64(key) & t.mask
+	return &t.stripes[i%uint64(len(t.stripes))], i
+}
 
 // waiter returns c's state, creating it on c's first operation.
 func (t *Table) waiter(c *remote.Client) *waiter {
@@ -140,10 +188,10 @@ func (t *Table) Close(cause error) {
 		}
 		t.closed.Store(true)
 		var wake []*remote.Client
-		for i := range t.slots {
-			s := &t.slots[i]
+		for i := range t.stripes {
+			s := &t.stripes[i]
 			s.mu.Lock()
-			if win := s.win; win != nil {
+			for _, win := range s.open {
 				for _, q := range [...]*queue{&win.joined, &win.pending} {
 					for w := q.pop(); w != nil; w = q.pop() {
 						w.state = stClosed

@@ -14,7 +14,8 @@ const (
 // switch off) shares nothing and its methods only return the client's own
 // value.
 type Window struct {
-	s      *slot // the slot the window is open on; nil if the client runs on its own
+	s      *stripe // guards the slot the window is open on; nil if the client runs on its own
+	slot   uint64  // the slot the window is open on
 	kind   kind
 	sealed bool   // no operation joins any more; guarded by s.mu
 	key    []byte // copy of the owner's key (reused buffer)
@@ -59,9 +60,9 @@ func (w *Window) Value() []byte {
 }
 
 // open makes win, whose key is set, the window of owner's operation on slot
-// s. The caller holds s.mu.
-func (win *Window) open(s *slot, owner *waiter) {
-	win.s = s
+// i, which s guards. The caller holds s.mu.
+func (win *Window) open(s *stripe, i uint64, owner *waiter) {
+	win.s, win.slot = s, i
 	win.kind = owner.kind
 	win.sealed = false
 	win.own = owner.arg

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/sherman"
 	"github.com/dmindex/dmindex/smart"
@@ -63,9 +62,10 @@ func smartOpener(o smart.Options) ycsb.Opener {
 // smartFootprint is SMART's memory use, fitted to measurements: loading
 // 200,000 records into a tree (8-byte and 32-byte keys, values of 8 to
 // 4096 bytes) took 419–881 bytes per record on the memory nodes and 31–66
-// bytes per record of cache. A compute node holds the RDWC table; a client
-// its session (node and slot buffers, about 8 KiB) and buffers of a leaf,
-// a staged image and a combined value.
+// bytes per record of cache. A compute node holds the RDWC table's lock
+// stripes (16 KiB) and its open windows; a client its session (node and
+// slot buffers, about 8 KiB) and buffers of a leaf, a staged image and a
+// combined value.
 func smartFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
 	k, v := int64(cfg.KeySize), int64(cfg.ValueSize)
 	return ycsb.Footprint{
@@ -73,7 +73,7 @@ func smartFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
 		RecordBytes:         300 + 16*k + v*4/3,
 		CacheBytes:          max(cfg.CacheBytes, 0),
 		CacheBytesPerRecord: 16 + 2*k,
-		ComputeNodeBytes:    rdwc.DefaultSlots*16 + 64<<10,
+		ComputeNodeBytes:    16<<10 + 64<<10,
 		ClientBytes:         8<<10 + 3*v,
 	}
 }
