@@ -39,7 +39,7 @@ type sim struct {
 	mu         sync.Mutex
 	clock      int64 // virtual time of the latest event, in picoseconds
 	seq        uint64
-	ev         eventHeap
+	ev         agenda
 	rng        *rand.Rand
 	perm       []int32         // scratch for Strict line orders
 	recs       []*verbRec      // every verb record, by id
@@ -198,7 +198,7 @@ func (s *sim) block(sc *simClient) {
 // and returns that goroutine's channel. When the agenda is empty it returns
 // what idle returns. Called with mu held by the token holder.
 func (s *sim) dispatch() chan struct{} {
-	for len(s.ev) > 0 {
+	for s.ev.len() > 0 {
 		e := s.ev.pop()
 		s.clock = e.at
 		switch e.kind {
@@ -288,7 +288,7 @@ func (s *sim) deadlock() error {
 // kick runs the agenda from a goroutine that is not a participant (Close, a
 // cancelled Wait) if nobody else is running it, then unlocks.
 func (s *sim) kick() {
-	if s.busy || len(s.ev) == 0 {
+	if s.busy || s.ev.len() == 0 {
 		s.mu.Unlock()
 		return
 	}
