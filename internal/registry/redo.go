@@ -72,6 +72,15 @@ func redoSum(target remote.Addr, tag uint64, image []byte) uint64 {
 	return farm.Hash64WithSeed(image, uint64(target)*0x9E3779B97F4A7C15^tag^uint64(len(image))<<40)
 }
 
+// SlotOf returns the identity of the client slot that tag names: the tag
+// with its incarnation and any flag bits other than the tag bit cleared, so
+// that every incarnation of a slot has the same SlotOf. A writer that tags
+// its redo records with SlotOf(Tag()) lets a repairer find, with
+// RedoOf(SlotOf(holder), mn), the record of whichever incarnation of the
+// holder's slot wrote last on mn (an incarnation that settled its
+// predecessor's record and died before writing its own leaves that one).
+func SlotOf(tag uint64) uint64 { return tag&tagFieldMask&^incMask | tagBit }
+
 // dirOff is the offset of the redo directory's address in a block header.
 const dirOff = 24
 

@@ -102,3 +102,33 @@ func TestRedoSlots(t *testing.T) {
 		t.Fatal("RedoOf found a record in a slot nobody wrote")
 	}
 }
+
+// TestSlotOf checks that every incarnation of a slot, with or without flag
+// bits, has one SlotOf, that other slots have others, and that RedoOf finds
+// a record tagged with it.
+func TestSlotOf(t *testing.T) {
+	a, b := tag(3, 7, 1), tag(3, 7, 9)|1<<61
+	if SlotOf(a) != SlotOf(b) || !IsTag(SlotOf(a)) {
+		t.Fatalf("SlotOf(%#x) = %#x, SlotOf(%#x) = %#x", a, SlotOf(a), b, SlotOf(b))
+	}
+	if SlotOf(tag(3, 8, 1)) == SlotOf(a) || SlotOf(tag(4, 7, 1)) == SlotOf(a) {
+		t.Fatal("two slots share a SlotOf")
+	}
+	ctx := t.Context()
+	p := newPool(t, false, 0)
+	c := p.NewComputeNode().NewClient()
+	n := join(t, c, Options{Blocks: 2, Clients: 2})
+	m := register(t, n, c)
+	slot, err := m.RedoSlot(ctx, c, 1, 16, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := remote.MakeAddr(1, 4096)
+	if err := c.Write(ctx, slot, AppendRedo(nil, target, SlotOf(m.Tag()), []byte{1, 2, 3})); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := n.RedoOf(ctx, c, SlotOf(m.Tag()|1<<61), 1)
+	if err != nil || !ok || r.Target != target {
+		t.Fatalf("RedoOf(SlotOf) = %+v, %v, %v", r, ok, err)
+	}
+}
