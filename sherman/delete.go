@@ -2,8 +2,6 @@ package sherman
 
 import (
 	"context"
-
-	"github.com/dmindex/dmindex/remote"
 )
 
 // Delete removes key and reports whether it was present. It frees the
@@ -31,7 +29,7 @@ func (t *Tree) Delete(ctx context.Context, key []byte) (_ bool, err error) {
 	g := &t.g
 	e := s.buf[1][:g.leafEntry]
 	g.putEntry(e, l.p.version(), nil, nil)
-	if err := s.unlock(ctx, l.h, remote.Write(l.addr.Add(uint64(g.entryOffset(slot))), e)); err != nil {
+	if err := s.unlock(ctx, l.h, s.pageWrite(l.addr, g.entryOffset(slot), e)...); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -3,9 +3,11 @@ package sherman
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
+	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -230,26 +232,33 @@ func FuzzLeafEntry(f *testing.F) {
 
 // TestEntryWriteBytes checks that an update and a delete write exactly the
 // entry's bytes, at slots that start and end inside 8-byte words, plus the
-// 8-byte unlock, and that every other byte of the leaf keeps its value.
+// 8-byte unlock and, unless NoRedo, the redo record of the entry, and that
+// every other byte of the leaf keeps its value.
 func TestEntryWriteBytes(t *testing.T) {
+	for _, noRedo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoRedo=%v", noRedo), func(t *testing.T) { entryWriteBytes(t, noRedo) })
+	}
+}
+
+func entryWriteBytes(t *testing.T, noRedo bool) {
 	ctx := context.Background()
-	tr := openTree(t, newPool(t, remote.Config{}), Options{KeySize: 8, ValueSize: 8, Span: 8})
+	tr := openTree(t, simPool(t, remote.InOrder, 1), Options{KeySize: 8, ValueSize: 8, Span: 8, NoRedo: noRedo})
+	want := uint64(tr.g.leafEntry + 8)
+	if !noRedo {
+		want += registry.RedoHeader + redoPrefix + uint64(tr.g.leafEntry)
+	}
 	for i := range uint64(5) {
 		if err := tr.Put(ctx, ikey(i), ikey(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s, err := tr.session()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.release(s)
+	c := tr.cn.Pool().NewComputeNode().NewClient()
 	leaf := tr.root.Load().addr
 	read := func() page {
 		t.Helper()
-		p, err := s.read(ctx, leaf, 0, make([]byte, tr.g.pageBytes))
-		if err != nil {
-			t.Fatal(err)
+		p := page{&tr.g, make([]byte, tr.g.leafBytes)}
+		if err := c.Read(ctx, leaf, p.b); err != nil || !p.valid() {
+			t.Fatalf("leaf read: %v, valid %v", err, p.valid())
 		}
 		return p
 	}
@@ -267,8 +276,8 @@ func TestEntryWriteBytes(t *testing.T) {
 		if err := op(); err != nil {
 			t.Fatal(err)
 		}
-		if w := tr.cn.Stats().Sub(io).WriteBytes; w != uint64(tr.g.leafEntry+8) {
-			t.Errorf("entry write moved %d bytes, want the %d of an entry and 8 of the unlock", w, tr.g.leafEntry)
+		if w := tr.cn.Stats().Sub(io).WriteBytes; w != want {
+			t.Errorf("entry write moved %d bytes, want %d: the %d of an entry, 8 of the unlock and the redo record", w, want, tr.g.leafEntry)
 		}
 	}
 	after := read()

@@ -2,10 +2,12 @@ package sherman
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -13,9 +15,10 @@ import (
 //
 // Global level: a page is guarded by the 64-bit word hash(page) mod
 // LockTableSize of the on-chip region of the memory node holding the page.
-// 0 is free; a holder stores its client's tag with CAS(0 → tag) and frees it
-// with a WRITE of 0. Locks are never nested (an operation releases a page
-// before locking another), so hash collisions cannot deadlock.
+// 0 is free; a holder stores its registry tag (session.tag) with
+// CAS(0 → tag) and frees it with a WRITE of 0. Locks are never nested (an
+// operation releases a page before locking another), so hash collisions
+// cannot deadlock.
 //
 // Local level: every compute node mirrors each global word with a FIFO queue.
 // Only the head of the queue talks to the memory node; when it releases and
@@ -24,6 +27,16 @@ import (
 // serves at most HandOver consecutive holders. Waiting goes through
 // remote.Client.Wait/Signal; the small mutex of an entry is never held
 // across a verb or a wait.
+//
+// Tags and hand-over (docs/sherman-layout.md, "Crash recovery"): a handed-
+// over global word still names the previous holder, so the receiver re-tags
+// it with CAS(word: previous → own) in the batch of its first READ of the
+// page (lockRead), before it writes anything. A word therefore names a
+// client that is still working on the page or has finished with it, never
+// one that finished while a live client writes. A client that crashed never
+// hands the global word over: the local lock passes on without it, and the
+// word, which may guard a page its crash tore, waits for a takeover
+// (recovery.go).
 
 // lockTable is a compute node's local lock table.
 type lockTable struct {
@@ -45,8 +58,9 @@ type localLock struct {
 type waiter struct {
 	c       *remote.Client
 	next    *waiter
-	granted bool // the lock was passed to this waiter
-	global  bool // ... with the global word still held (a hand-over)
+	granted bool   // the lock was passed to this waiter
+	global  bool   // ... with the global word still held (a hand-over)
+	val     uint64 // ... holding this value (the previous holder's tag)
 }
 
 // held is a lock acquired by a session.
@@ -54,6 +68,8 @@ type held struct {
 	l      *localLock
 	word   remote.Addr // global lock word
 	global bool        // the global word is set on our behalf
+	val    uint64      // the global word's value while global
+	retag  bool        // handed over: val is the previous holder's tag
 }
 
 func newLockTable(memoryNodes, size, handOver int) *lockTable {
@@ -81,7 +97,9 @@ var zeroWord [8]byte
 
 // lock acquires the HOCL lock of page a: first the local entry (queueing
 // behind other local clients), then, unless the previous local holder handed
-// the global word over, the global word by CAS.
+// the global word over, the global word by CAS. A handed-over lock comes
+// back with retag set: the caller re-tags the word before it writes
+// (lockRead). On error nothing is held.
 func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 	lt := s.t.locks
 	idx, word := lt.lockWord(a)
@@ -93,7 +111,7 @@ func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 		l.mu.Unlock()
 	} else {
 		w := &s.w
-		w.next, w.granted, w.global = nil, false, false
+		w.next, w.granted, w.global, w.val = nil, false, false, 0
 		if l.tail == nil {
 			l.head = w
 		} else {
@@ -104,13 +122,13 @@ func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 		for {
 			werr := s.c.Wait(ctx)
 			l.mu.Lock()
-			granted, global := w.granted, w.global
+			granted, global, val := w.granted, w.global, w.val
 			if !granted && werr != nil {
 				l.dequeue(w)
 			}
 			l.mu.Unlock()
 			if granted {
-				h.global = global
+				h.global, h.val = global, val
 				if werr != nil {
 					s.pass(ctx, h)
 					return held{}, werr
@@ -123,31 +141,94 @@ func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 		}
 		if h.global {
 			s.t.stats.handOvers.Add(1)
+			h.retag = true
 			return h, nil
 		}
 	}
+	if err := s.acquire(ctx, a, &h); err != nil {
+		return held{}, err
+	}
+	return h, nil
+}
+
+// Judging a global lock's holder: after judgeFirst failed CASes, and then
+// every judgeEvery, a waiter asks the registry whether the tag in the word
+// is dead (one round trip).
+const (
+	judgeFirst = 4
+	judgeEvery = 16
+)
+
+// acquire takes the global word of h (whose local entry the session holds)
+// by CAS, judging the holder every judgeEvery failures and taking the lock
+// over from a dead one (recovery.go). On error it passes the local lock on.
+func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
+	var watch registry.Watch
 	for i := 0; ; i++ {
-		old, err := s.c.CAS(ctx, word, 0, s.tag)
+		old, err := s.c.CAS(ctx, h.word, 0, s.tag)
 		if err == nil && old == 0 {
 			break
 		}
+		if err == nil && i >= judgeFirst && (i-judgeFirst)%judgeEvery == 0 {
+			s.touch()
+			var won bool
+			if won, err = s.takeover(ctx, h.word, old, &watch); err == nil && won {
+				break
+			}
+		}
 		if err == nil && i >= 64*s.t.opts.RetryBudget {
 			err = fmt.Errorf("sherman: global lock %v of page %v still held by %#x after %d CASes: %w",
-				word, a, old, i+1, index.ErrContention)
+				h.word, a, old, i+1, index.ErrContention)
 		}
 		if err != nil {
-			s.pass(ctx, h)
-			return held{}, err
+			s.pass(ctx, *h)
+			return err
 		}
 		s.t.stats.casFails.Add(1)
 		s.c.Backoff(i)
 	}
 	s.t.stats.globalLocks.Add(1)
-	l.mu.Lock()
-	l.served = 1
-	l.mu.Unlock()
-	h.global = true
-	return h, nil
+	h.l.mu.Lock()
+	h.l.served = 1
+	h.l.mu.Unlock()
+	h.global, h.val, h.retag = true, s.tag, false
+	return nil
+}
+
+// lockRead locks page a and reads it (at level, -1 if unknown) into buf. A
+// lock received by hand-over is re-tagged in the batch of the READ: if the
+// CAS fails, a repairer took the word over from the previous holder (judged
+// dead) and the session acquires the word anew before it reads again.
+func (s *session) lockRead(ctx context.Context, a remote.Addr, level int, buf []byte) (held, page, error) {
+	h, err := s.lock(ctx, a)
+	if err != nil {
+		return held{}, page{}, err
+	}
+	if h.retag {
+		b := buf[:s.t.g.bytesFor(level)]
+		ops := []remote.Op{remote.CAS(h.word, h.val, s.tag), remote.Read(a, b)}
+		// Not cancellable: a batch that did not run would leave unknown
+		// whether the word is still the previous holder's.
+		if err := s.c.Do(context.WithoutCancel(ctx), ops); err != nil {
+			return held{}, page{}, errors.Join(err, s.unlock(ctx, h))
+		}
+		if ops[0].Old == h.val {
+			h.val, h.retag = s.tag, false
+			if p := (page{&s.t.g, b}); p.valid() && (level < 0 || p.level() == level) {
+				return h, p, nil
+			}
+		} else {
+			h.global, h.retag = false, false
+			if err := s.acquire(ctx, a, &h); err != nil {
+				return held{}, page{}, err
+			}
+		}
+	}
+	p, err := s.read(ctx, a, level, buf)
+	if err != nil {
+		return held{}, page{}, errors.Join(err, s.unlock(ctx, h))
+	}
+	return h, p, nil
 }
 
 // dequeue removes w from l's queue; l.mu must be held.
@@ -170,13 +251,24 @@ func (l *localLock) dequeue(w *waiter) {
 }
 
 // unlock writes data (WRITE verbs to the locked page's memory node, possibly
-// none) and releases h. If a local client waits and the global word has
-// served fewer than HandOver holders, the word stays set and is handed over;
-// otherwise the unlock WRITE is appended to the same batch as a separate
-// verb after the data, so that it lands after every line of the data. The
-// release happens even if ctx is cancelled.
+// none: pageWrite builds them with their redo record) and releases h. If a
+// local client waits and the global word has served fewer than HandOver
+// holders, the word stays set and is handed over; otherwise the unlock
+// WRITE is appended to the same batch as a separate verb after the data, so
+// that it lands after every line of the data. The release happens even if
+// ctx is cancelled. Before writing data it sends the compute node's
+// heartbeat if one is due; if the node was silent long enough that others
+// may have taken its locks over (registry.Member.Touch reports stale), it
+// checks that the word still holds its tag and fails with ErrLeaseLost,
+// writing nothing, if not.
 func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 	ctx = context.WithoutCancel(ctx)
+	if len(data) > 0 && h.global {
+		if err := s.stillHeld(ctx, &h); err != nil {
+			s.pass(ctx, h)
+			return err
+		}
+	}
 	handOver := false
 	if h.global {
 		h.l.mu.Lock()
@@ -203,8 +295,13 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 
 // pass hands the local lock to the next local waiter (with the global word
 // if h.global) or frees it. If the global word is still set but nobody waits
-// any more (a waiter gave up), the word is released first.
+// any more (a waiter gave up), the word is released first. A crashed
+// client's global word is neither handed over nor released: a page under it
+// may be torn, and the next holder takes it over (recovery.go).
 func (s *session) pass(ctx context.Context, h held) {
+	if s.c.Crashed() {
+		h.global = false
+	}
 	l := h.l
 	for {
 		l.mu.Lock()
@@ -224,7 +321,7 @@ func (s *session) pass(ctx context.Context, h held) {
 		if l.head == nil {
 			l.tail = nil
 		}
-		w.next, w.granted, w.global = nil, true, h.global
+		w.next, w.granted, w.global, w.val = nil, true, h.global, h.val
 		if h.global {
 			l.served++
 		} else {

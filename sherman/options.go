@@ -3,8 +3,10 @@ package sherman
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/registry"
 )
 
 // Options configure a Sherman tree. The zero Options give keys of up to 32
@@ -68,6 +70,21 @@ type Options struct {
 	// a torn page and 100 µs for a lock), so the default budget tolerates a
 	// writer preempted for about a second.
 	RetryBudget int
+	// NoRedo turns off the redo record that precedes every page WRITE under
+	// a lock (the paper-faithful configuration, one verb and 40 bytes plus
+	// the written bytes fewer per write). Without it a lock left by a
+	// crashed client is still taken over, but a page whose WRITE the crash
+	// cut stays torn: reads of it fail with index.ErrContention and Verify
+	// reports it (rule S2). Local to the compute node; every compute node
+	// writing the tree should agree.
+	NoRedo bool
+	// Lease is how long this compute node waits, on its own clock, for a
+	// lock holder whose compute node's heartbeat stands still before it
+	// judges the holder dead and takes its lock over (default
+	// registry.DefaultLease, 100 ms; a holder whose own compute node saw it
+	// crash is judged dead at once). Local to the compute node; its
+	// heartbeats are sent every Lease/10 while it works.
+	Lease time.Duration
 }
 
 // Defaults and limits of Options.
@@ -116,6 +133,9 @@ func (o Options) normalized() (Options, error) {
 	if o.RetryBudget == 0 {
 		o.RetryBudget = DefaultRetryBudget
 	}
+	if o.Lease == 0 {
+		o.Lease = registry.DefaultLease
+	}
 	switch {
 	case o.KeySize < 1 || o.KeySize > MaxKeyLen:
 		return o, fmt.Errorf("%w: KeySize %d not in 1..%d", ErrBadOptions, o.KeySize, MaxKeyLen)
@@ -131,6 +151,8 @@ func (o Options) normalized() (Options, error) {
 		return o, fmt.Errorf("%w: HandOver %d is below 1", ErrBadOptions, o.HandOver)
 	case o.LockTableSize < 0:
 		return o, fmt.Errorf("%w: LockTableSize %d is negative", ErrBadOptions, o.LockTableSize)
+	case o.Lease < 0:
+		return o, fmt.Errorf("%w: Lease %v is negative", ErrBadOptions, o.Lease)
 	case o.RetryBudget < 1:
 		return o, fmt.Errorf("%w: RetryBudget %d is below 1", ErrBadOptions, o.RetryBudget)
 	}

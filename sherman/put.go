@@ -69,13 +69,9 @@ func (s *session) lockLeaf(ctx context.Context, key []byte) (lockedLeaf, error) 
 	}
 	a, e := loc.leaf, loc.e
 	for hops := 0; ; hops++ {
-		h, err := s.lock(ctx, a)
+		h, p, err := s.lockRead(ctx, a, 0, s.buf[0])
 		if err != nil {
 			return lockedLeaf{}, err
-		}
-		p, err := s.read(ctx, a, 0, s.buf[0])
-		if err != nil {
-			return lockedLeaf{}, errors.Join(err, s.unlock(ctx, h))
 		}
 		switch p.covers(key) {
 		case 0:
@@ -123,7 +119,7 @@ func (s *session) putLocked(ctx context.Context, l lockedLeaf, key, value []byte
 	if slot >= 0 {
 		e := s.buf[1][:g.leafEntry]
 		g.putEntry(e, l.p.version(), key, value)
-		return s.unlock(ctx, l.h, remote.Write(l.addr.Add(uint64(g.entryOffset(slot))), e))
+		return s.unlock(ctx, l.h, s.pageWrite(l.addr, g.entryOffset(slot), e)...)
 	}
 	return s.splitLeaf(ctx, l, key, value)
 }
@@ -159,7 +155,7 @@ func (s *session) splitLeaf(ctx context.Context, l lockedLeaf, key, value []byte
 	lh.version++
 	lh.sibling, lh.high, lh.highInf = right, sepKey, false
 	g.encodeLeaf(s.buf[2], &lh, kvs[:m])
-	if err := s.unlock(ctx, l.h, remote.Write(l.addr, s.buf[2][:g.leafBytes])); err != nil {
+	if err := s.unlock(ctx, l.h, s.pageWrite(l.addr, 0, s.buf[2][:g.leafBytes])...); err != nil {
 		return err
 	}
 	s.t.stats.leafSplits.Add(1)
@@ -224,7 +220,7 @@ func (s *session) insertSep(ctx context.Context, level int, key []byte, child, h
 			hd.version++
 			g.encodeInner(s.buf[1], &hd, seps)
 			n := g.innerHdr + len(seps)*g.innerEntry
-			return s.unlock(ctx, h.held, remote.Write(a, s.buf[1][:n]))
+			return s.unlock(ctx, h.held, s.pageWrite(a, 0, s.buf[1][:n])...)
 		}
 		// Split: the middle separator moves up; its child becomes the new
 		// page's leftmost child.
@@ -243,7 +239,7 @@ func (s *session) insertSep(ctx context.Context, level int, key []byte, child, h
 		hd.version++
 		hd.sibling, hd.high, hd.highInf = right, up.key, false
 		g.encodeInner(s.buf[2], &hd, seps[:m])
-		if err := s.unlock(ctx, h.held, remote.Write(a, s.buf[2][:g.innerBytes])); err != nil {
+		if err := s.unlock(ctx, h.held, s.pageWrite(a, 0, s.buf[2][:g.innerBytes])...); err != nil {
 			return err
 		}
 		s.t.stats.innerSplits.Add(1)
@@ -261,13 +257,9 @@ type lockedInner struct {
 // starting at a and moving right. The page is in s.buf[0].
 func (s *session) lockInner(ctx context.Context, a remote.Addr, level int, key []byte) (lockedInner, page, error) {
 	for hops := 0; ; hops++ {
-		h, err := s.lock(ctx, a)
+		h, p, err := s.lockRead(ctx, a, level, s.buf[0])
 		if err != nil {
 			return lockedInner{}, page{}, err
-		}
-		p, err := s.read(ctx, a, level, s.buf[0])
-		if err != nil {
-			return lockedInner{}, page{}, errors.Join(err, s.unlock(ctx, h))
 		}
 		switch p.covers(key) {
 		case 0:

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/rdwc"
 	"github.com/dmindex/dmindex/remote"
 )
@@ -24,7 +25,8 @@ type Tree struct {
 	root  atomic.Pointer[rootRef]
 	cache *cache // nil if disabled
 	locks *lockTable
-	rdwc  *rdwc.Table // nil unless Options.RDWC
+	rdwc  *rdwc.Table    // nil unless Options.RDWC
+	reg   *registry.Node // the compute node's registry membership
 
 	closed atomic.Bool
 
@@ -84,14 +86,26 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if opts.RDWC {
 		t.rdwc = rdwc.New(rdwc.Options{})
 	}
-	s, err := t.session()
+	ctx := context.Background()
+	c := cn.NewClient()
+	if t.reg, err = registry.Join(ctx, c, registry.Options{Lease: opts.Lease}); err != nil {
+		return nil, fmt.Errorf("sherman: joining the registry: %w", err)
+	}
+	s, err := t.newSession(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	defer t.release(s)
-	if err := s.open(context.Background()); err != nil {
+	// The redo slots come after the lock table: settling what a previous
+	// incarnation of the client slot left takes locks.
+	if err := s.open(ctx); err != nil {
+		t.discard(s)
 		return nil, err
 	}
+	if err := s.initRedo(ctx); err != nil {
+		t.discard(s)
+		return nil, err
+	}
+	t.release(s)
 	return t, nil
 }
 
@@ -201,6 +215,7 @@ func (t *Tree) Close() error {
 	if t.rdwc != nil {
 		t.rdwc.Close(index.ErrClosed)
 	}
+	t.leaveRegistry()
 	return nil
 }
 
@@ -208,22 +223,44 @@ func (t *Tree) Close() error {
 func (t *Tree) Options() Options { return t.opts }
 
 // session is the per-operation state of one client: a remote.Client used
-// by one goroutine at a time, scratch buffers and the traversal path.
+// by one goroutine at a time, its registry member, scratch buffers and the
+// traversal path.
 type session struct {
 	t       *Tree
 	c       *remote.Client
-	tag     uint64 // this client's global lock word value
+	m       *registry.Member
+	tag     uint64 // this client's global lock word value: its registry tag
 	retries int
 	buf     [3][]byte                 // page buffers
 	ops     []remote.Op               // scratch batch
 	path    [maxLevel + 1]remote.Addr // pages visited per level by the last descent
 	w       waiter                    // local lock queue node
+
+	// Recovery (recovery.go).
+	redo      []remote.Addr // redo slot per memory node (nil with NoRedo)
+	rec, img  []byte        // scratch redo record and image
+	wops      []remote.Op   // scratch page write
+	rbuf      []byte        // page buffer of repairs
+	recovered int           // locks taken over
 }
 
 // session returns an idle session, or a new one with a new client, for an
 // operation. Sessions are reused last-in first-out so that a
 // goroutine running operations back to back keeps its client.
 func (t *Tree) session() (*session, error) {
+	s, err := t.anySession()
+	if err != nil {
+		return nil, err
+	}
+	s.retries = 0
+	s.path = [maxLevel + 1]remote.Addr{}
+	s.touch()
+	s.c.ChargeOp()
+	return s, nil
+}
+
+// anySession returns an idle session or a new one.
+func (t *Tree) anySession() (*session, error) {
 	if t.closed.Load() {
 		return nil, index.ErrClosed
 	}
@@ -234,22 +271,44 @@ func (t *Tree) session() (*session, error) {
 		t.idle = t.idle[:n-1]
 	}
 	t.mu.Unlock()
-	if s == nil {
-		c := t.cn.NewClient()
-		s = &session{t: t, c: c, tag: uint64(t.cn.ID()+1)<<32 | uint64(c.ID()+1)}
-		for i := range s.buf {
-			s.buf[i] = make([]byte, t.g.pageBytes)
-		}
-		s.w.c = c
+	if s != nil {
+		return s, nil
 	}
-	s.retries = 0
-	s.path = [maxLevel + 1]remote.Addr{}
-	s.c.ChargeOp()
+	ctx := context.Background()
+	s, err := t.newSession(ctx, t.cn.NewClient())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.initRedo(ctx); err != nil {
+		t.discard(s)
+		return nil, err
+	}
 	return s, nil
 }
 
-// release returns s to the idle list.
+// newSession returns a session of client c, registered in the registry.
+func (t *Tree) newSession(ctx context.Context, c *remote.Client) (*session, error) {
+	m, err := t.reg.Register(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("sherman: registering a client: %w", err)
+	}
+	s := &session{t: t, c: c, m: m, tag: m.Tag()}
+	for i := range s.buf {
+		s.buf[i] = make([]byte, t.g.pageBytes)
+	}
+	s.w.c = c
+	return s, nil
+}
+
+// release returns s to the idle list, or, if its client crashed, drops it:
+// its member is marked dead (so that its locks are taken over at once) and
+// the next operation gets a new client.
 func (t *Tree) release(s *session) {
+	if s.c.Crashed() {
+		t.stats.crashed.Add(1)
+		t.bury(s)
+		return
+	}
 	t.mu.Lock()
 	t.idle = append(t.idle, s)
 	t.mu.Unlock()
@@ -309,6 +368,7 @@ type counters struct {
 	tornReads, retries                 atomic.Uint64
 	leafSplits, innerSplits, rootGrows atomic.Uint64
 	unlinked                           atomic.Uint64
+	crashed, recovered, redone         atomic.Uint64
 }
 
 // Stats returns a snapshot of the tree's counters (the Sherman fields of
@@ -329,6 +389,7 @@ func (t *Tree) Stats() index.Stats {
 		TornReads: c.tornReads.Load(), Retries: c.retries.Load(),
 		LeafSplits: c.leafSplits.Load(), InnerSplits: c.innerSplits.Load(), RootGrowths: c.rootGrows.Load(),
 		UnlinkedSplits: c.unlinked.Load(),
+		Crashed:        c.crashed.Load(), Recovered: c.recovered.Load(),
 	}
 }
 

@@ -1,0 +1,419 @@
+package sherman
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/registry"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// Crash recovery (docs/sherman-layout.md, "Crash recovery", and
+// docs/recovery.md).
+//
+// Every compute node that opens the tree joins the pool's registry and each
+// session registers a member, whose tag is the value the session stores in
+// a global lock word. A session whose client crashed is dropped: its member
+// is marked dead with another client, and its local lock passes on without
+// the global word. A waiter that keeps finding a global word held judges the
+// tag in it (registry.Node.Dead); a dead holder's lock is taken over with
+// CAS(word: dead → own|repairBit), the page the dead holder may have torn is
+// rewritten from its redo record, and the word then holds the repairer's
+// tag, which goes on with its own operation.
+//
+// The redo record: every page WRITE under a lock is preceded, in the same
+// batch and on the same memory node, by a record in the writer's redo slot
+// there (registry.Member.RedoSlot): target the page, tag the slot's
+// identity (registry.SlotOf), image redoMagic|offset followed by the bytes
+// written at that offset. A repairer copies the record into its own slot
+// before its takeover CAS, in one batch on the word's memory node, so that
+// a repairer that dies mid-repair leaves the record in its own slot for the
+// next one.
+
+// ErrLeaseLost: the compute node was silent long enough that others may
+// have judged it dead, and a lock it held was taken over; the write that
+// needed it was not made.
+var ErrLeaseLost = errors.New("sherman: lock lost to a takeover while the compute node was silent")
+
+const (
+	// repairBit marks a global word taken over from a dead holder whose
+	// page is being repaired (bit 61, docs/recovery.md).
+	repairBit = 1 << 61
+	// redoMagic is the top 16 bits of a redo image's first word, whose low
+	// 48 bits are the offset of the write in its page.
+	redoMagic = 0x5348 << 48
+	// redoPrefix is the size of that first word.
+	redoPrefix = 8
+)
+
+// initRedo finds the session's redo slot on every memory node (nothing
+// with NoRedo), then settles the records earlier incarnations of its client
+// slot left there: a record is overwritten by the session's first write, so
+// a lock that a previous incarnation still holds is taken over (and its
+// page repaired from the record) first. No lock is held while it runs.
+func (s *session) initRedo(ctx context.Context) error {
+	t := s.t
+	if t.opts.NoRedo {
+		return nil
+	}
+	var inherited []registry.Redo
+	keep := func(r registry.Redo) error {
+		r.Image = bytes.Clone(r.Image)
+		inherited = append(inherited, r)
+		return nil
+	}
+	s.redo = make([]remote.Addr, t.cn.Pool().MemoryNodes())
+	for mn := range s.redo {
+		a, err := s.m.RedoSlot(ctx, s.c, mn, redoPrefix+t.g.pageBytes, keep)
+		if err != nil {
+			return fmt.Errorf("sherman: redo slot: %w", err)
+		}
+		s.redo[mn] = a
+	}
+	for _, r := range inherited {
+		if err := s.settle(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle handles record r that an earlier incarnation of the session's
+// client slot left: if the global word of r's page still names that slot,
+// the session locks the page (taking the word over and repairing the page
+// from r, which is still in the slot) and unlocks it.
+func (s *session) settle(ctx context.Context, r registry.Redo) error {
+	if _, _, ok := s.t.parseImage(r); !ok {
+		return nil
+	}
+	_, word := s.t.locks.lockWord(r.Target)
+	var w [8]byte
+	if err := s.c.Read(ctx, word, w[:]); err != nil {
+		return err
+	}
+	if v := le.Uint64(w[:]); !registry.IsTag(v) || registry.SlotOf(v) != registry.SlotOf(s.tag) {
+		return nil
+	}
+	h, err := s.lock(ctx, r.Target)
+	if err != nil {
+		return err
+	}
+	return s.unlock(ctx, h)
+}
+
+// parseImage decodes a Sherman redo record: the offset in the target page
+// and the bytes written there. ok is false for a record that is not one
+// (another structure's slot inherited with a registry block) or does not
+// fit a page.
+func (t *Tree) parseImage(r registry.Redo) (off int, data []byte, ok bool) {
+	if len(r.Image) < redoPrefix || r.Target.MN() >= t.cn.Pool().MemoryNodes() {
+		return 0, nil, false
+	}
+	w := le.Uint64(r.Image)
+	off, data = int(w&(1<<48-1)), r.Image[redoPrefix:]
+	if w&^(1<<48-1) != redoMagic || off+len(data) > t.g.pageBytes {
+		return 0, nil, false
+	}
+	return off, data, true
+}
+
+// pageWrite returns the verbs that write b at offset off of page a, whose
+// lock the session holds: the redo record of the write into the session's
+// slot on a's memory node (unless NoRedo), then the write. They go to
+// unlock, which appends the unlock to the same batch.
+func (s *session) pageWrite(a remote.Addr, off int, b []byte) []remote.Op {
+	w := remote.Write(a.Add(uint64(off)), b)
+	if s.t.opts.NoRedo {
+		s.wops = append(s.wops[:0], w)
+		return s.wops
+	}
+	s.img = le.AppendUint64(s.img[:0], redoMagic|uint64(off))
+	s.img = append(s.img, b...)
+	s.rec = registry.AppendRedo(s.rec[:0], a, registry.SlotOf(s.tag), s.img)
+	s.wops = append(s.wops[:0], remote.Write(s.redo[a.MN()], s.rec), w)
+	return s.wops
+}
+
+// touch sends the compute node's heartbeat if one is due (an unsignaled
+// WRITE every Lease/10 while the node works), so that others do not judge
+// its clients dead while they work or wait.
+func (s *session) touch() {
+	_, _ = s.m.Touch(context.Background(), s.c)
+}
+
+// stillHeld is called before a write under h: it sends the heartbeat if one
+// is due and, if the node was silent for half a lease (others may have
+// judged it dead and taken the word over), checks with a CAS that the word
+// still holds h's value.
+func (s *session) stillHeld(ctx context.Context, h *held) error {
+	stale, err := s.m.Touch(ctx, s.c)
+	if err != nil || !stale {
+		return err
+	}
+	old, err := s.c.CAS(ctx, h.word, h.val, h.val)
+	if err != nil {
+		return err
+	}
+	if old != h.val {
+		h.global = false
+		return fmt.Errorf("sherman: global lock %v now holds %#x: %w", h.word, old, ErrLeaseLost)
+	}
+	return nil
+}
+
+// takeover judges the holder of the global word whose value is old (watch
+// carries the judgement across the waiter's retries) and, if it is dead,
+// takes the lock over: the dead holder's redo record on the word's memory
+// node, if it names a page under this word, is copied into the session's
+// slot in the batch of CAS(word: old → tag|repairBit); the winner repairs
+// the page and holds the lock with its tag. It reports whether the session
+// now holds the word.
+func (s *session) takeover(ctx context.Context, word remote.Addr, old uint64, watch *registry.Watch) (bool, error) {
+	t := s.t
+	dead, err := t.reg.Dead(ctx, s.c, watch, old)
+	if err != nil || !dead {
+		return false, err
+	}
+	var r registry.Redo
+	relevant := false
+	ops := s.ops[:0]
+	if !t.opts.NoRedo {
+		var ok bool
+		if r, ok, err = t.reg.RedoOf(ctx, s.c, registry.SlotOf(old), word.MN()); err != nil {
+			return false, err
+		}
+		if ok {
+			_, w := t.locks.lockWord(r.Target)
+			_, _, valid := t.parseImage(r)
+			if relevant = valid && w == word; relevant {
+				s.rec = registry.AppendRedo(s.rec[:0], r.Target, registry.SlotOf(s.tag), r.Image)
+				ops = append(ops, remote.Write(s.redo[word.MN()], s.rec))
+			}
+		}
+	}
+	ops = append(ops, remote.CAS(word, old, s.tag|repairBit))
+	s.ops = ops[:0]
+	if err := s.c.Do(context.WithoutCancel(ctx), ops); err != nil {
+		return false, err
+	}
+	if ops[len(ops)-1].Old != old {
+		return false, nil
+	}
+	t.stats.recovered.Add(1)
+	s.recovered++
+	if err := s.repair(ctx, word, r, relevant); err != nil {
+		if !s.c.Crashed() {
+			_ = s.c.Post(context.WithoutCancel(ctx), []remote.Op{remote.Write(word, zeroWord[:])})
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// repair runs after a takeover of word: if r (relevant: it names a page
+// under word) is the dead holder's last record and its page is torn, the
+// WRITE it records was cut, and the image is written again; the word's
+// repair bit is cleared in the same batch. Every page under word other
+// than r's is intact: a word is released only after repair, and the dead
+// holder's last write under it is the one recorded.
+func (s *session) repair(ctx context.Context, word remote.Addr, r registry.Redo, relevant bool) error {
+	ctx = context.WithoutCancel(ctx)
+	var tag [8]byte
+	le.PutUint64(tag[:], s.tag)
+	own := remote.Write(word, tag[:])
+	if !relevant {
+		return s.c.Post(ctx, []remote.Op{own})
+	}
+	g := &s.t.g
+	if s.rbuf == nil {
+		s.rbuf = make([]byte, g.pageBytes)
+	}
+	if err := s.c.Read(ctx, r.Target, s.rbuf); err != nil {
+		return err
+	}
+	if (page{g, s.rbuf}).valid() {
+		return s.c.Post(ctx, []remote.Op{own})
+	}
+	off, data, _ := s.t.parseImage(r)
+	if err := s.c.Do(ctx, []remote.Op{remote.Write(r.Target.Add(uint64(off)), data), own}); err != nil {
+		return err
+	}
+	if err := s.c.Read(ctx, r.Target, s.rbuf); err != nil {
+		return err
+	}
+	if !(page{g, s.rbuf}).valid() {
+		return corrupt("page %v stays torn after its redo record was applied", r.Target)
+	}
+	s.t.stats.redone.Add(1)
+	return nil
+}
+
+// bury drops session s whose client crashed: its member is marked dead
+// with another session's client, so that a waiter judges its tag dead at
+// once. If that fails (the other client crashed too), the slot is judged
+// dead when a new incarnation takes it, or after a lease.
+func (t *Tree) bury(s *session) {
+	o, err := t.anySession()
+	if err != nil {
+		return
+	}
+	_ = s.m.MarkDead(context.Background(), o.c)
+	t.release(o)
+}
+
+// discard drops a session that failed before serving an operation.
+func (t *Tree) discard(s *session) {
+	if s.c.Crashed() {
+		t.stats.crashed.Add(1)
+		t.bury(s)
+		return
+	}
+	_ = s.m.Close(context.Background(), s.c)
+}
+
+// leaveRegistry closes the members of idle sessions and, if no session is
+// in use, the compute node's membership. A member left open (an operation
+// still ran) is judged dead by the others after a lease.
+func (t *Tree) leaveRegistry() {
+	ctx := context.Background()
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	var c *remote.Client
+	for _, s := range idle {
+		_ = s.m.Close(ctx, s.c)
+		c = s.c
+	}
+	if c != nil {
+		_ = t.reg.Close(ctx, c)
+	}
+}
+
+// Recover implements index.Recoverer: it walks every page of every level
+// along the sibling chains, takes over every global lock held by a dead
+// holder (waiting up to a lease, Options.Lease, for a silent compute node,
+// and for live holders to release), repairs torn pages from redo records,
+// and inserts the separators of pages that a split linked into their level
+// but not into the level above. It returns the number of locks it took
+// over. Safe to run concurrently with operations; after it returns, with no
+// operation running, Verify passes.
+func (t *Tree) Recover(ctx context.Context) (int, error) {
+	s, err := t.session()
+	if err != nil {
+		return 0, closedError(err)
+	}
+	defer t.release(s)
+	before := s.recovered
+	levels, err := s.sweep(ctx)
+	if err == nil {
+		err = s.linkSplits(ctx, levels)
+	}
+	return s.recovered - before, closedError(err)
+}
+
+// sweptPage is a page seen by Recover's sweep.
+type sweptPage struct {
+	addr     remote.Addr
+	low      []byte
+	children []remote.Addr // internal pages: leftmost, then entry children
+}
+
+// sweep visits every page from the top level down, level by level along
+// the sibling chain, and frees every held lock word it finds: a page that
+// does not validate, or whose word is set, is locked (taking the word over
+// from a dead holder and repairing the page) and unlocked. It returns the
+// pages of each level, top level last.
+func (s *session) sweep(ctx context.Context) ([][]sweptPage, error) {
+	root, err := s.refreshRoot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var levels [][]sweptPage
+	first := root
+	for level := -1; ; {
+		var pages []sweptPage
+		for a, n := first, 0; a != 0; n++ {
+			if n > 1<<26 {
+				return nil, corrupt("sibling chain at level %d does not end", level)
+			}
+			p, err := s.sweepPage(ctx, a, level)
+			if err != nil {
+				return nil, err
+			}
+			if level < 0 {
+				level = p.level()
+			}
+			sp := sweptPage{addr: a, low: bytes.Clone(p.low())}
+			if level > 0 {
+				sp.children = append(sp.children, p.leftmost())
+				for i := range p.count() {
+					sp.children = append(sp.children, p.innerChild(i))
+				}
+			}
+			pages = append(pages, sp)
+			a = p.sibling()
+		}
+		levels = append([][]sweptPage{pages}, levels...)
+		if level == 0 {
+			break
+		}
+		first, level = pages[0].children[0], level-1
+	}
+	return levels, nil
+}
+
+// sweepPage reads page a and frees its lock word if it is held.
+func (s *session) sweepPage(ctx context.Context, a remote.Addr, level int) (page, error) {
+	_, word := s.t.locks.lockWord(a)
+	var w [8]byte
+	b := s.buf[0][:s.t.g.bytesFor(level)]
+	ops := []remote.Op{remote.Read(word, w[:]), remote.Read(a, b)}
+	if err := s.c.Do(ctx, ops); err != nil {
+		return page{}, err
+	}
+	if le.Uint64(w[:]) != 0 || !(page{&s.t.g, b}).valid() {
+		h, err := s.lock(ctx, a)
+		if err != nil {
+			return page{}, err
+		}
+		if err := s.unlock(ctx, h); err != nil {
+			return page{}, err
+		}
+	}
+	p, err := s.read(ctx, a, level, s.buf[0])
+	if errors.Is(err, index.ErrContention) {
+		return page{}, corrupt("page %v never validates after recovery: %v", a, err)
+	}
+	return p, err
+}
+
+// linkSplits inserts the separator of every page that is on its level's
+// sibling chain but not a child of the level above (a split whose holder
+// died after linking the new page into the chain and before inserting its
+// separator), bottom-up; pages to the right of a root with a sibling grow a
+// new root.
+func (s *session) linkSplits(ctx context.Context, levels [][]sweptPage) error {
+	for l, pages := range levels {
+		linked := map[remote.Addr]bool{pages[0].addr: true}
+		if l+1 < len(levels) {
+			for _, p := range levels[l+1] {
+				for _, c := range p.children {
+					linked[c] = true
+				}
+			}
+		}
+		for _, p := range pages {
+			if linked[p.addr] {
+				continue
+			}
+			if err := s.insertSep(ctx, l+1, p.low, p.addr, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
