@@ -48,7 +48,10 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 }
 
 // read reads the page at a into buf and returns it once valid, re-reading a
-// torn page within the retry budget. level is the page's expected level, or
+// torn page within the retry budget. A page that stays torn while its
+// global lock word is set may have been torn by a dead holder: a session
+// that holds no lock then locks and unlocks it (helpTorn), which takes the
+// word over and repairs the page if the holder is dead. level is the page's expected level, or
 // -1 if unknown (then a whole allocation unit is read).
 func (s *session) read(ctx context.Context, a remote.Addr, level int, buf []byte) (page, error) {
 	if a == 0 {
@@ -69,6 +72,11 @@ func (s *session) read(ctx context.Context, a remote.Addr, level int, buf []byte
 		s.t.stats.tornReads.Add(1)
 		if err := s.retry("torn or invalid page", a); err != nil {
 			return page{}, err
+		}
+		if attempt >= judgeFirst && (attempt-judgeFirst)%judgeEvery == 0 && !s.locked && !s.verifying {
+			if err := s.helpTorn(ctx, a); err != nil {
+				return page{}, err
+			}
 		}
 		s.c.Backoff(attempt)
 	}
@@ -227,4 +235,21 @@ func (s *session) dropCached(e *centry) {
 		s.t.cache.invalidate(e)
 		s.t.stats.cacheInval.Add(1)
 	}
+}
+
+// helpTorn is called by a reader that keeps finding page a torn: if a's
+// global word is set, it locks the page (waiting for a live holder, taking
+// the word over from a dead one and repairing the page from its redo
+// record) and unlocks it.
+func (s *session) helpTorn(ctx context.Context, a remote.Addr) error {
+	_, word := s.t.locks.lockWord(a)
+	var w [8]byte
+	if err := s.c.Read(ctx, word, w[:]); err != nil || le.Uint64(w[:]) == 0 {
+		return err
+	}
+	h, err := s.lock(ctx, a)
+	if err != nil {
+		return err
+	}
+	return s.unlock(ctx, h)
 }

@@ -142,12 +142,14 @@ func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 		if h.global {
 			s.t.stats.handOvers.Add(1)
 			h.retag = true
+			s.locked = true
 			return h, nil
 		}
 	}
 	if err := s.acquire(ctx, a, &h); err != nil {
 		return held{}, err
 	}
+	s.locked = true
 	return h, nil
 }
 
@@ -299,6 +301,7 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 // client's global word is neither handed over nor released: a page under it
 // may be torn, and the next holder takes it over (recovery.go).
 func (s *session) pass(ctx context.Context, h held) {
+	s.locked = false
 	if s.c.Crashed() {
 		h.global = false
 	}

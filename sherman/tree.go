@@ -242,6 +242,8 @@ type session struct {
 	wops      []remote.Op   // scratch page write
 	rbuf      []byte        // page buffer of repairs
 	recovered int           // locks taken over
+	locked    bool          // the session holds a lock (helpTorn must not take another)
+	verifying bool          // Verify reads: report, never repair
 }
 
 // session returns an idle session, or a new one with a new client, for an

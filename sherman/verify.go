@@ -58,6 +58,8 @@ type childRef struct {
 // level does not reference yet (a split whose separator insertion did not
 // complete, e.g. after a cancelled operation) are accepted and counted.
 func (s *session) verify(ctx context.Context, strict bool) (treeInfo, error) {
+	s.verifying = true
+	defer func() { s.verifying = false }()
 	var info treeInfo
 	root, err := s.checkRoot(ctx)
 	if err != nil {

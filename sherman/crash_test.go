@@ -1,0 +1,411 @@
+package sherman
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/internal/registry"
+	"github.com/dmindex/dmindex/internal/testseed"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// crashOpts is the geometry of the crash tests: four-entry pages of short
+// keys, so that splits are easy to provoke and pages have few words.
+var crashOpts = Options{Span: 4, KeySize: 8, ValueSize: 8, LockTableSize: 256}
+
+// crashEnv is a fresh pool with a tree on two compute nodes, loaded with
+// keys.
+type crashEnv struct {
+	p        *remote.Pool
+	t1, t2   *Tree // t1 runs the operation that crashes
+	want     map[string][]byte
+	baseline remote.Stats // t1's compute node before the operation
+}
+
+func newCrashEnv(t *testing.T, o remote.Ordering, keys []uint64) *crashEnv {
+	t.Helper()
+	p := simPool(t, o, 7)
+	e := &crashEnv{p: p, t1: openTree(t, p, crashOpts), t2: openTree(t, p, crashOpts), want: map[string][]byte{}}
+	for _, k := range keys {
+		if err := e.t1.Put(context.Background(), ikey(k), ikey(k)); err != nil {
+			t.Fatal(err)
+		}
+		e.want[string(ikey(k))] = ikey(k)
+	}
+	return e
+}
+
+// crashCase is an operation of the table test: setup keys, then op on key.
+type crashCase struct {
+	name  string
+	keys  []uint64
+	key   uint64
+	value []byte // nil: Delete
+}
+
+// TestCrashEveryPoint kills the client of a Put (insert into a free slot,
+// update, insert that splits a leaf and inserts the separator into its
+// parent under the parent's lock) and of a Delete at every verb it posts
+// and at every word of every WRITE, in both orderings. Then the key holds
+// its old or its new value (the new one if the operation returned nil), every other key is intact, the next operations
+// on the key and its neighbours succeed (from the same compute node or,
+// for odd cut points, from another one), and after Recover the tree
+// verifies with no lock held.
+func TestCrashEveryPoint(t *testing.T) {
+	height2 := []uint64{10, 20, 30, 40, 50, 60, 70, 80}
+	cases := []crashCase{
+		{"insert", []uint64{10, 20, 30}, 15, []byte("new")},
+		{"update", []uint64{10, 20, 30}, 20, []byte("new")},
+		{"delete", []uint64{10, 20, 30}, 20, nil},
+		{"split", height2, 0, []byte("new")},
+	}
+	// The split case's key: the first that splits a leaf of a tree of
+	// height 2 (the dry run is deterministic).
+	for k := uint64(1); cases[3].key == 0; k++ {
+		if k == 100 {
+			t.Fatal("no insert splits a leaf of the height-2 tree")
+		}
+		e := newCrashEnv(t, remote.InOrder, height2)
+		before := e.t1.Stats()
+		if err := e.t1.Put(context.Background(), ikey(k), []byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		if st := e.t1.Stats(); st.LeafSplits > before.LeafSplits && st.RootGrowths == before.RootGrowths {
+			cases[3].key = k
+		}
+	}
+	for _, o := range orderings {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%v/%s", o, c.name), func(t *testing.T) { crashEveryPoint(t, o, c) })
+		}
+	}
+}
+
+func crashEveryPoint(t *testing.T, o remote.Ordering, c crashCase) {
+	ctx := context.Background()
+	run := func(e *crashEnv) error {
+		if c.value == nil {
+			_, err := e.t1.Delete(ctx, ikey(c.key))
+			return err
+		}
+		return e.t1.Put(ctx, ikey(c.key), c.value)
+	}
+	dry := newCrashEnv(t, o, c.keys)
+	before := dry.t1.cn.Stats()
+	if err := run(dry); err != nil {
+		t.Fatal(err)
+	}
+	verbs := int(dry.t1.cn.Stats().Sub(before).Verbs())
+	points := 0
+	for i := range verbs {
+		lastBytes := uint64(0)
+		for w := 0; ; w++ {
+			e := newCrashEnv(t, o, c.keys)
+			before := e.t1.cn.Stats()
+			e.t1.cn.Crash(remote.Fault{After: i, Words: w})
+			// A Put whose client stops after the split leaf's write, in the
+			// separator insert, returns nil: its pair is stored.
+			err := run(e)
+			if err != nil && !errors.Is(err, remote.ErrCrashed) {
+				t.Fatalf("crash after %d verbs and %d words: %v, want ErrCrashed or nil", i, w, err)
+			}
+			landed := e.t1.cn.Stats().Sub(before).WriteBytes
+			if w > 0 && landed == lastBytes {
+				break // verb i is not a WRITE, or all its cut points are done
+			}
+			lastBytes = landed
+			points++
+			e.check(t, c, i%2 == 1, err == nil, fmt.Sprintf("crash after %d verbs and %d words", i, w))
+		}
+	}
+	t.Logf("%d verbs, %d cut points", verbs, points)
+}
+
+// check runs the checks of TestCrashEveryPoint after a crash at point.
+func (e *crashEnv) check(t *testing.T, c crashCase, other, acked bool, point string) {
+	t.Helper()
+	ctx := context.Background()
+	tr := e.t1
+	if other {
+		tr = e.t2
+	}
+	if st := e.t1.Stats(); st.Crashed != 1 {
+		t.Fatalf("%s: Stats.Crashed = %d, want 1", point, st.Crashed)
+	}
+	key := ikey(c.key)
+	v, ok, err := tr.Get(ctx, key)
+	if err != nil {
+		t.Fatalf("%s: Get of the crashed key: %v", point, err)
+	}
+	old, hadOld := e.want[string(key)]
+	isOld := ok == hadOld && (!ok || bytes.Equal(v, old))
+	isNew := (c.value == nil && !ok) || (c.value != nil && ok && bytes.Equal(v, c.value))
+	if !isNew && (acked || !isOld) {
+		t.Fatalf("%s: Get of the crashed key = %q %v: neither old %q %v nor new %q", point, v, ok, old, hadOld, c.value)
+	}
+	for k, want := range e.want {
+		if k == string(key) {
+			continue
+		}
+		if v, ok, err := tr.Get(ctx, []byte(k)); err != nil || !ok || !bytes.Equal(v, want) {
+			t.Fatalf("%s: Get(%x) = %x %v %v, want %x", point, k, v, ok, err, want)
+		}
+	}
+	// The next writes of the key and its neighbours succeed.
+	for _, k := range []uint64{c.key, c.key - 1, c.key + 1} {
+		if err := tr.Put(ctx, ikey(k), []byte("after")); err != nil {
+			t.Fatalf("%s: Put(%d) after the crash: %v", point, k, err)
+		}
+		if v, ok, err := tr.Get(ctx, ikey(k)); err != nil || !ok || string(v) != "after" {
+			t.Fatalf("%s: Get(%d) after Put = %q %v %v", point, k, v, ok, err)
+		}
+	}
+	if _, err := tr.Recover(ctx); err != nil {
+		t.Fatalf("%s: Recover: %v", point, err)
+	}
+	if err := e.t1.Verify(ctx); err != nil {
+		t.Fatalf("%s: Verify after Recover: %v", point, err)
+	}
+	verify(t, e.t2) // strict: every separator is in its parent
+}
+
+// TestCrashRecoverAlone crashes an update's client with its entry WRITE cut,
+// so that the leaf is torn under the dead client's lock, and checks that
+// Verify reports it, that Recover alone (no operation runs into the page)
+// takes the lock over and redoes the write, and that Verify then passes;
+// with NoRedo the page stays torn.
+func TestCrashRecoverAlone(t *testing.T) {
+	ctx := context.Background()
+	for _, noRedo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NoRedo=%v", noRedo), func(t *testing.T) {
+			opts := crashOpts
+			opts.NoRedo = noRedo
+			p := simPool(t, remote.Strict, 3)
+			t1, t2 := openTree(t, p, opts), openTree(t, p, opts)
+			for k := range uint64(3) {
+				if err := t1.Put(ctx, ikey(k), ikey(k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Update of a root leaf: [READ root] [CAS] [READ]
+			// [W(redo), W(entry), W(unlock)]: cut the entry after its first
+			// word.
+			after := 4
+			if noRedo {
+				after = 3
+			}
+			t1.cn.Crash(remote.Fault{After: after, Words: 1})
+			if err := t1.Put(ctx, ikey(1), []byte("new")); !errors.Is(err, remote.ErrCrashed) {
+				t.Fatalf("Put: %v, want ErrCrashed", err)
+			}
+			if err := t2.Verify(ctx); err == nil {
+				t.Fatal("Verify passed with a torn leaf under a dead client's lock")
+			}
+			n, err := t2.Recover(ctx)
+			if noRedo {
+				if err == nil {
+					t.Fatal("Recover without redo records repaired a torn leaf")
+				}
+				return
+			}
+			if err != nil || n != 1 {
+				t.Fatalf("Recover = %d, %v, want 1 lock", n, err)
+			}
+			verify(t, t2)
+			if v, _, err := t2.Get(ctx, ikey(1)); err != nil || string(v) != "new" {
+				t.Fatalf("Get after redo = %q, %v, want the redone value", v, err)
+			}
+			if st := t2.Stats(); st.Recovered != 1 {
+				t.Fatalf("Stats.Recovered = %d, want 1", st.Recovered)
+			}
+		})
+	}
+}
+
+// TestCrashSilentNode stops a compute node in the middle of an update (its
+// client stops, and so does the client that would mark it dead: the node
+// falls silent), and checks that another compute node, whose lease is
+// short, waits that lease and no more, then takes the lock over, redoes the
+// torn write and goes on; Recover and Verify pass.
+func TestCrashSilentNode(t *testing.T) {
+	ctx := context.Background()
+	const lease = 2 * time.Millisecond
+	p := simPool(t, remote.InOrder, 5)
+	t1 := openTree(t, p, crashOpts)
+	opts := crashOpts
+	opts.Lease = lease
+	t2 := openTree(t, p, opts)
+	for k := range uint64(3) {
+		if err := t1.Put(ctx, ikey(k), ikey(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t1.cn.Crash(remote.Fault{After: 4, Words: 1}) // the entry WRITE cut (as above)
+	t1.cn.Crash(remote.Fault{})                   // the client that would MarkDead
+	t1.cn.Crash(remote.Fault{})                   // and the next one
+	if err := t1.Put(ctx, ikey(1), []byte("new")); !errors.Is(err, remote.ErrCrashed) {
+		t.Fatalf("Put: %v, want ErrCrashed", err)
+	}
+	c := t2.cn.NewClient()
+	_, word := t2.locks.lockWord(t2.root.Load().addr)
+	var w [8]byte
+	if err := c.Read(ctx, word, w[:]); err != nil {
+		t.Fatal(err)
+	}
+	tag := le.Uint64(w[:])
+	if dead, err := t2.reg.Dead(ctx, c, &registry.Watch{}, tag); err != nil || dead || tag == 0 {
+		t.Fatalf("the silent node's lock word %#x: dead %v, %v; want held, not known dead", tag, dead, err)
+	}
+	start := p.Now()
+	if err := t2.Put(ctx, ikey(2), []byte("two")); err != nil {
+		t.Fatalf("Put on the silent node's leaf: %v", err)
+	}
+	if waited := p.Now() - start; waited < lease || waited > 20*lease {
+		t.Fatalf("the takeover came after %v, want a lease of %v (and not much more)", waited, lease)
+	}
+	if v, _, err := t2.Get(ctx, ikey(1)); err != nil || string(v) != "new" {
+		t.Fatalf("Get of the torn key = %q, %v, want the redone value", v, err)
+	}
+	if _, err := t2.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	verify(t, t2)
+	if st := t2.Stats(); st.Recovered != 1 {
+		t.Fatalf("Stats.Recovered = %d, want 1", st.Recovered)
+	}
+}
+
+// TestCrashRandom runs clients of several compute nodes, each owning its
+// keys, under random crash injection (Pool.InjectCrashes), and checks
+// against an oracle in which a crashed operation's outcome is unknown: each
+// key reads as one of the values its operations since the last
+// acknowledged one may have left. At the end Recover and Verify pass and
+// every key holds an allowed value.
+func TestCrashRandom(t *testing.T) {
+	for _, o := range orderings {
+		t.Run(o.String(), func(t *testing.T) {
+			seed := testseed.Seed(t)
+			crashRandom(t, o, seed)
+		})
+	}
+}
+
+func crashRandom(t *testing.T, o remote.Ordering, seed uint64) {
+	ctx := context.Background()
+	const cns, clients, space = 3, 8, 300
+	ops := 150
+	if testing.Short() {
+		ops = 60
+	}
+	p := simPool(t, o, seed)
+	opts := Options{Span: 6, KeySize: 8, ValueSize: 16, LockTableSize: 64}
+	trees := make([]*Tree, cns)
+	for i := range trees {
+		trees[i] = openTree(t, p, opts)
+	}
+	n := cns * clients
+	// allowed[id][k]: the values key k may hold ("" is absent).
+	allowed := make([]map[uint64]map[string]bool, n)
+	var mu sync.Mutex
+	var errs []error
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	p.InjectCrashes(20000, seed)
+	for id := range n {
+		tr := trees[id%cns]
+		r := rand.New(rand.NewPCG(seed, uint64(id)))
+		mine := map[uint64]map[string]bool{}
+		allowed[id] = mine
+		p.Go(func() {
+			set := func(k uint64, v string, crashed bool) {
+				if !crashed {
+					mine[k] = map[string]bool{v: true}
+					return
+				}
+				if mine[k] == nil {
+					mine[k] = map[string]bool{"": true}
+				}
+				mine[k][v] = true
+			}
+			for op := range ops {
+				k := uint64(r.IntN(space/n))*uint64(n) + uint64(id)
+				switch x := r.IntN(10); {
+				case x < 5:
+					v := string(ownedValue(k, uint64(op)))
+					err := tr.Put(ctx, ikey(k), []byte(v))
+					if err != nil && !errors.Is(err, remote.ErrCrashed) {
+						fail(fmt.Errorf("client %d Put(%d): %w", id, k, err))
+						return
+					}
+					set(k, v, err != nil)
+				case x < 7:
+					_, err := tr.Delete(ctx, ikey(k))
+					if err != nil && !errors.Is(err, remote.ErrCrashed) {
+						fail(fmt.Errorf("client %d Delete(%d): %w", id, k, err))
+						return
+					}
+					set(k, "", err != nil)
+				default:
+					v, ok, err := tr.Get(ctx, ikey(k))
+					if errors.Is(err, remote.ErrCrashed) {
+						continue
+					}
+					if err != nil {
+						fail(fmt.Errorf("client %d Get(%d): %w", id, k, err))
+						return
+					}
+					got := ""
+					if ok {
+						got = string(v)
+					}
+					if a := mine[k]; a == nil && ok || a != nil && !a[got] {
+						fail(fmt.Errorf("client %d Get(%d) = %x %v, allowed %v", id, k, v, ok, a))
+						return
+					}
+					set(k, got, false)
+				}
+			}
+		})
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	crashes := p.InjectCrashes(0, 0)
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if _, err := trees[0].Recover(ctx); err != nil {
+		t.Fatalf("Recover: %v", err)
+	}
+	verify(t, trees[1])
+	for id, mine := range allowed {
+		for k, a := range mine {
+			v, ok, err := trees[id%cns].Get(ctx, ikey(k))
+			got := ""
+			if ok {
+				got = string(v)
+			}
+			if err != nil || !a[got] {
+				t.Errorf("client %d key %d = %x %v %v at the end, allowed %v", id, k, v, ok, err, a)
+			}
+		}
+	}
+	st := sumStats(trees)
+	if crashes == 0 || st.Crashed == 0 {
+		t.Errorf("no crash injected (%d) or replaced (%d)", crashes, st.Crashed)
+	}
+	t.Logf("%d crashes injected, %d clients replaced, %d locks recovered, virtual time %v",
+		crashes, st.Crashed, st.Recovered, p.Report().Elapsed)
+}
