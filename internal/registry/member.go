@@ -100,15 +100,22 @@ func (m *Member) Close(ctx context.Context, c *remote.Client) error {
 // its work (an injected fault, remote.ErrCrashed): its state word says dead,
 // so a waiter judges a lock holding its tag dead at once instead of after a
 // lease, and its pin no longer holds reclamation back. c is another client
-// of the node, since the member's own no longer works.
+// of the node, since the member's own no longer works. If it fails (c was
+// stopped too), the member keeps its slot and MarkDead may be called again.
 func (m *Member) MarkDead(ctx context.Context, c *remote.Client) error {
 	return m.leave(ctx, c, stateDead)
 }
 
 // leave writes the member's final state and frees its slot for a new
-// incarnation.
+// incarnation. If the write fails (c crashed, say), the slot stays the
+// member's, so that the call can be repeated with another client: freeing
+// it would let a new incarnation register there, whose live state a
+// repeated call would then overwrite.
 func (m *Member) leave(ctx context.Context, c *remote.Client, state uint64) error {
 	err := m.writeState(ctx, c, state)
+	if err != nil {
+		return err
+	}
 	n := m.n
 	n.mu.Lock()
 	m.blk.used[m.k] = false
@@ -119,7 +126,7 @@ func (m *Member) leave(ctx context.Context, c *remote.Client, state uint64) erro
 		}
 	}
 	n.mu.Unlock()
-	return err
+	return nil
 }
 
 func (m *Member) writeState(ctx context.Context, c *remote.Client, state uint64) error {

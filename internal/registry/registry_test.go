@@ -210,3 +210,35 @@ func TestTouchStale(t *testing.T) {
 		t.Fatalf("second Touch: stale %v, %v", stale, err)
 	}
 }
+
+// TestMarkDeadRetry checks that a MarkDead whose write failed keeps the
+// member's slot (a new member gets another one), so that a second MarkDead
+// with a working client marks it dead without touching anyone else.
+func TestMarkDeadRetry(t *testing.T) {
+	ctx := t.Context()
+	p := newPool(t, true, 1)
+	cn := p.NewComputeNode()
+	c := cn.NewClient()
+	n := join(t, c, Options{Blocks: 2, Clients: 4})
+	m := register(t, n, c)
+	broken := cn.NewClient()
+	broken.Crash(remote.Fault{})
+	if err := m.MarkDead(ctx, broken); err == nil {
+		t.Fatal("MarkDead with a crashed client succeeded")
+	}
+	other := register(t, n, c)
+	if other.k == m.k && other.blk == m.blk {
+		t.Fatal("a member whose MarkDead failed lost its slot to a new member")
+	}
+	if err := m.MarkDead(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []struct {
+		m    *Member
+		dead bool
+	}{{m, true}, {other, false}} {
+		if d, err := n.Dead(ctx, c, &Watch{}, x.m.Tag()); err != nil || d != x.dead {
+			t.Fatalf("Dead(%#x) = %v, %v, want %v", x.m.Tag(), d, err, x.dead)
+		}
+	}
+}
