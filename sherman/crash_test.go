@@ -319,7 +319,7 @@ func crashRandom(t *testing.T, o remote.Ordering, seed uint64) {
 		errs = append(errs, err)
 		mu.Unlock()
 	}
-	p.InjectCrashes(20000, seed)
+	p.InjectCrashes(50000, seed)
 	for id := range n {
 		tr := trees[id%cns]
 		r := rand.New(rand.NewPCG(seed, uint64(id)))

@@ -252,16 +252,41 @@ func (s *session) repair(ctx context.Context, word remote.Addr, r registry.Redo,
 }
 
 // bury drops session s whose client crashed: its member is marked dead
-// with another session's client, so that a waiter judges its tag dead at
-// once. If that fails (the other client crashed too), the slot is judged
-// dead when a new incarnation takes it, or after a lease.
+// with another session's client, so that waiters on every compute node
+// judge its tag dead at once. If that fails (the other client crashed too,
+// or no session could be made), the member keeps its slot and waits in
+// t.unburied for the next operation of the compute node to mark it
+// (markBuried); until then others judge it dead after a lease, as if the
+// compute node had fallen silent.
 func (t *Tree) bury(s *session) {
-	o, err := t.anySession()
-	if err != nil {
-		return
+	t.mu.Lock()
+	t.unburied = append(t.unburied, s.m)
+	t.hasUnburied.Store(true)
+	t.mu.Unlock()
+	if o, err := t.anySession(); err == nil {
+		o.markBuried()
+		t.release(o)
 	}
-	_ = s.m.MarkDead(context.Background(), o.c)
-	t.release(o)
+}
+
+// markBuried marks the members of crashed clients dead with the session's
+// client; those it cannot mark stay in t.unburied.
+func (s *session) markBuried() {
+	t := s.t
+	t.mu.Lock()
+	ms := t.unburied
+	t.unburied = nil
+	t.hasUnburied.Store(false)
+	t.mu.Unlock()
+	for i, m := range ms {
+		if err := m.MarkDead(context.Background(), s.c); err != nil {
+			t.mu.Lock()
+			t.unburied = append(t.unburied, ms[i:]...)
+			t.hasUnburied.Store(true)
+			t.mu.Unlock()
+			return
+		}
+	}
 }
 
 // discard drops a session that failed before serving an operation.

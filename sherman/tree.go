@@ -30,8 +30,11 @@ type Tree struct {
 
 	closed atomic.Bool
 
-	mu   sync.Mutex // guards idle; never held across a verb or a wait
-	idle []*session
+	mu       sync.Mutex // guards idle and unburied; never held across a verb or a wait
+	idle     []*session
+	unburied []*registry.Member // crashed clients not yet marked dead (recovery.go)
+
+	hasUnburied atomic.Bool // unburied is not empty
 
 	stats counters
 }
@@ -257,6 +260,9 @@ func (t *Tree) session() (*session, error) {
 	s.retries = 0
 	s.path = [maxLevel + 1]remote.Addr{}
 	s.touch()
+	if t.hasUnburied.Load() {
+		s.markBuried()
+	}
 	s.c.ChargeOp()
 	return s, nil
 }
