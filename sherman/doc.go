@@ -20,6 +20,13 @@
 // wrapping index.ErrContention. The on-memory layout is documented bit by bit
 // in docs/sherman-layout.md.
 //
+// Crash recovery (Tree implements index.Recoverer): lock words hold the
+// registry tags of their holders, every page write under a lock is preceded
+// by a redo record (unless Options.NoRedo), and a writer that finds a lock
+// held by a dead client (one its compute node saw crash, or one whose
+// compute node was silent for Options.Lease) takes it over and repairs the
+// page. docs/sherman-layout.md, "Crash recovery", has the state machine.
+//
 // Open a tree on each compute node that uses it:
 //
 //	pool, _ := remote.NewPool(remote.Config{MemoryNodes: 2})

@@ -442,3 +442,5 @@ func (s *session) linkSplits(ctx context.Context, levels [][]sweptPage) error {
 	}
 	return nil
 }
+
+var _ index.Recoverer = (*Tree)(nil)

@@ -56,8 +56,10 @@ const (
 // Open opens the tree opts.Name in cn's pool, creating it (an empty leaf as
 // root) on first use. The pool needs an on-chip region for HOCL's global
 // locks (remote.Config.OnChipBytes must not be negative) and memory nodes
-// that can hold a page. Errors wrap ErrBadOptions, ErrOptionsMismatch (the
-// tree exists with another geometry or LockTableSize) or those of package
+// that can hold a page. The compute node joins the pool's client registry
+// (internal/registry, on memory node 0), whose tags the tree's lock words
+// hold. Errors wrap ErrBadOptions, ErrOptionsMismatch (the tree exists with
+// another geometry or LockTableSize), the registry's or those of package
 // remote.
 func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if cn == nil {
@@ -205,9 +207,11 @@ func (s *session) openLocks(ctx context.Context, rec uint64) error {
 	return nil
 }
 
-// Close releases the tree's compute-node state (index cache). Operations
-// after Close fail with index.ErrClosed; the remote tree stays for other
-// compute nodes. Close is idempotent.
+// Close releases the tree's compute-node state (index cache) and leaves the
+// registry: the members of idle clients are closed, and the compute node's
+// membership if no operation is running. Operations after Close fail with
+// index.ErrClosed; the remote tree stays for other compute nodes. Close is
+// idempotent.
 func (t *Tree) Close() error {
 	if t.closed.Swap(true) {
 		return nil
@@ -382,7 +386,9 @@ type counters struct {
 // Stats returns a snapshot of the tree's counters (the Sherman fields of
 // index.Stats). A cache lookup is one location of a leaf operation's leaf;
 // a hit one the cache routed to the right leaf, with no internal page read
-// (a cached page found stale counts as a miss).
+// (a cached page found stale counts as a miss). Crashed counts the clients
+// dropped after an injected fault stopped them, Recovered the global locks
+// this compute node took over from dead holders.
 func (t *Tree) Stats() index.Stats {
 	c := &t.stats
 	var shared rdwc.Stats
