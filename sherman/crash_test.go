@@ -406,6 +406,72 @@ func crashRandom(t *testing.T, o remote.Ordering, seed uint64) {
 	if crashes == 0 || st.Crashed == 0 {
 		t.Errorf("no crash injected (%d) or replaced (%d)", crashes, st.Crashed)
 	}
-	t.Logf("%d crashes injected, %d clients replaced, %d locks recovered, virtual time %v",
-		crashes, st.Crashed, st.Recovered, p.Report().Elapsed)
+	if st.HandOvers == 0 || st.Recovered == 0 {
+		t.Errorf("no hand-over (%d) or no lock recovered (%d): the test does not exercise them", st.HandOvers, st.Recovered)
+	}
+	t.Logf("%d crashes injected, %d clients replaced, %d locks recovered, %d hand-overs, virtual time %v",
+		crashes, st.Crashed, st.Recovered, st.HandOvers, p.Report().Elapsed)
+}
+
+// TestHandOverRetag hands a lock over from client A to client B of one
+// compute node, then A dies (marked dead) before B has used the lock, and
+// another compute node takes the word over from A's tag and writes the
+// leaf. B must not write under a word that names someone else: its first
+// READ re-tags the word, and since the takeover made that CAS fail, B
+// acquires the word anew and reads the other node's write.
+func TestHandOverRetag(t *testing.T) {
+	ctx := context.Background()
+	p := simPool(t, remote.InOrder, 1)
+	t1, t2 := openTree(t, p, crashOpts), openTree(t, p, crashOpts)
+	if err := t1.Put(ctx, ikey(1), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	leaf := t1.root.Load().addr
+	a, err := t1.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := t1.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, err := a.lockRead(ctx, leaf, 0, a.buf[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A hands the lock over to B: the local entry stays held, the global
+	// word still names A.
+	h.retag = true
+	a.locked, b.locked = false, true
+	other := t1.cn.NewClient()
+	if err := a.m.MarkDead(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := t2.Put(ctx, ikey(1), []byte("other")); err != nil {
+		t.Fatalf("Put from another compute node: %v", err)
+	}
+	if st := t2.Stats(); st.Recovered != 1 {
+		t.Fatalf("the other node recovered %d locks, want A's", st.Recovered)
+	}
+	h, pg, err := b.readLocked(ctx, h, leaf, 0, b.buf[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w [8]byte
+	if err := other.Read(ctx, h.word, w[:]); err != nil {
+		t.Fatal(err)
+	}
+	if got := le.Uint64(w[:]); got != b.tag || h.val != b.tag {
+		t.Fatalf("B holds the lock by hand-over with the word at %#x (held as %#x), want its tag %#x", got, h.val, b.tag)
+	}
+	if i, _ := pg.findLeaf(ikey(1)); i < 0 {
+		t.Fatal("key lost")
+	} else if _, v := pg.leafKV(i); string(v) != "other" {
+		t.Fatalf("B read %q, not the other node's write", v)
+	}
+	if err := b.unlock(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	t1.release(b)
+	verify(t, t2)
 }

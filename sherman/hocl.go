@@ -206,6 +206,12 @@ func (s *session) lockRead(ctx context.Context, a remote.Addr, level int, buf []
 	if err != nil {
 		return held{}, page{}, err
 	}
+	return s.readLocked(ctx, h, a, level, buf)
+}
+
+// readLocked is lockRead once the local lock is held: h's global word is
+// set on the session's behalf, or was handed over (re-tagged here).
+func (s *session) readLocked(ctx context.Context, h held, a remote.Addr, level int, buf []byte) (held, page, error) {
 	if h.retag {
 		b := buf[:s.t.g.bytesFor(level)]
 		ops := []remote.Op{remote.CAS(h.word, h.val, s.tag), remote.Read(a, b)}
