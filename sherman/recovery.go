@@ -223,9 +223,11 @@ func (s *session) repair(ctx context.Context, word remote.Addr, r registry.Redo,
 	ctx = context.WithoutCancel(ctx)
 	var tag [8]byte
 	le.PutUint64(tag[:], s.tag)
+	// Signaled: a client this one hands the lock over to re-tags the word
+	// with a CAS that must find the tag, not the repair bit.
 	own := remote.Write(word, tag[:])
 	if !relevant {
-		return s.c.Post(ctx, []remote.Op{own})
+		return s.c.Do(ctx, []remote.Op{own})
 	}
 	g := &s.t.g
 	if s.rbuf == nil {
@@ -235,7 +237,7 @@ func (s *session) repair(ctx context.Context, word remote.Addr, r registry.Redo,
 		return err
 	}
 	if (page{g, s.rbuf}).valid() {
-		return s.c.Post(ctx, []remote.Op{own})
+		return s.c.Do(ctx, []remote.Op{own})
 	}
 	off, data, _ := s.t.parseImage(r)
 	if err := s.c.Do(ctx, []remote.Op{remote.Write(r.Target.Add(uint64(off)), data), own}); err != nil {
@@ -299,8 +301,9 @@ func (t *Tree) discard(s *session) {
 	_ = s.m.Close(context.Background(), s.c)
 }
 
-// leaveRegistry closes the members of idle sessions and, if no session is
-// in use, the compute node's membership. A member left open (an operation
+// leaveRegistry marks the members of crashed clients dead, closes those of
+// idle sessions and, if no session is in use, the compute node's
+// membership. A member left open (an operation
 // still ran) is judged dead by the others after a lease.
 func (t *Tree) leaveRegistry() {
 	ctx := context.Background()
@@ -308,6 +311,9 @@ func (t *Tree) leaveRegistry() {
 	idle := t.idle
 	t.idle = nil
 	t.mu.Unlock()
+	if len(idle) > 0 {
+		idle[0].markBuried()
+	}
 	var c *remote.Client
 	for _, s := range idle {
 		_ = s.m.Close(ctx, s.c)
