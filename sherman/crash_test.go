@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/internal/indextest"
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
@@ -474,4 +475,25 @@ func TestHandOverRetag(t *testing.T) {
 	}
 	t1.release(b)
 	verify(t, t2)
+}
+
+// TestCrashBattery runs the module's crash batteries (indextest: every
+// fault point of each kind of write, random crashes under concurrency
+// against an oracle and porcupine, a compute node that goes silent holding
+// locks and is recovered by another after the lease) on Sherman with short
+// keys and small pages, so that the writes include splits.
+func TestCrashBattery(t *testing.T) {
+	const lease = time.Millisecond
+	for name, opts := range map[string]Options{
+		"span6":      {KeySize: 16, ValueSize: 16, Span: 6, Lease: lease},
+		"nohandover": {KeySize: 16, ValueSize: 16, Span: 6, Lease: lease, HandOver: 1, LockTableSize: 64},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tg := contractTarget("sherman-"+name, opts)
+			tg.Lease = lease
+			t.Run("points", func(t *testing.T) { indextest.RunCrashPoints(t, tg) })
+			t.Run("random", func(t *testing.T) { indextest.RunCrashRandom(t, tg) })
+			t.Run("silent", func(t *testing.T) { indextest.RunSilentNode(t, tg) })
+		})
+	}
 }

@@ -302,6 +302,9 @@ func (t *Tree) anySession() (*session, error) {
 func (t *Tree) newSession(ctx context.Context, c *remote.Client) (*session, error) {
 	m, err := t.reg.Register(ctx, c)
 	if err != nil {
+		if c.Crashed() { // a client replaced before it served: no member to mark
+			t.stats.crashed.Add(1)
+		}
 		return nil, fmt.Errorf("sherman: registering a client: %w", err)
 	}
 	s := &session{t: t, c: c, m: m, tag: m.Tag()}
