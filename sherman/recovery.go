@@ -303,8 +303,8 @@ func (t *Tree) discard(s *session) {
 
 // leaveRegistry marks the members of crashed clients dead, closes those of
 // idle sessions and, if no session is in use, the compute node's
-// membership. A member left open (an operation
-// still ran) is judged dead by the others after a lease.
+// membership. A member left open (an operation still ran) is judged dead by
+// the others after a lease.
 func (t *Tree) leaveRegistry() {
 	ctx := context.Background()
 	t.mu.Lock()
