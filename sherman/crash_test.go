@@ -497,3 +497,57 @@ func TestCrashBattery(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleWriter pauses a lock holder for longer than the lease (its
+// compute node sends no heartbeat meanwhile) and then lets it write: if no
+// one took the lock over, the write lands (the holder renews its
+// incarnation and moves the word to its new tag); if another compute node
+// took it over and wrote, the stale write fails with ErrLeaseLost and
+// changes nothing.
+func TestStaleWriter(t *testing.T) {
+	ctx := context.Background()
+	const lease = 2 * time.Millisecond
+	for _, takenOver := range []bool{false, true} {
+		t.Run(fmt.Sprintf("takenOver=%v", takenOver), func(t *testing.T) {
+			p := simPool(t, remote.InOrder, 1)
+			opts := crashOpts
+			opts.Lease = lease
+			t1, t2 := openTree(t, p, opts), openTree(t, p, opts)
+			if err := t1.Put(ctx, ikey(1), []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+			leaf := t1.root.Load().addr
+			s, err := t1.session()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, pg, err := s.lockRead(ctx, leaf, 0, s.buf[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.c.Compute(2 * lease) // paused, no heartbeat
+			want := "new"
+			if takenOver {
+				if err := t2.Put(ctx, ikey(1), []byte("other")); err != nil {
+					t.Fatalf("Put from another node while the holder is paused: %v", err)
+				}
+				want = "other"
+			}
+			slot, _ := pg.findLeaf(ikey(1))
+			e := make([]byte, t1.g.leafEntry)
+			t1.g.putEntry(e, pg.version(), ikey(1), []byte("new"))
+			err = s.unlock(ctx, h, s.pageWrite(leaf, t1.g.entryOffset(slot), e)...)
+			t1.release(s)
+			if takenOver != errors.Is(err, ErrLeaseLost) || !takenOver && err != nil {
+				t.Fatalf("the stale holder's write: %v (taken over: %v)", err, takenOver)
+			}
+			if v, _, err := t2.Get(ctx, ikey(1)); err != nil || string(v) != want {
+				t.Fatalf("Get = %q, %v, want %q", v, err, want)
+			}
+			if _, err := t2.Recover(ctx); err != nil {
+				t.Fatal(err)
+			}
+			verify(t, t2)
+		})
+	}
+}

@@ -35,8 +35,8 @@ import (
 
 // ErrLeaseLost: the compute node was silent long enough that others may
 // have judged it dead, and a lock it held was taken over; the write that
-// needed it was not made.
-var ErrLeaseLost = errors.New("sherman: lock lost to a takeover while the compute node was silent")
+// needed it was not made. It is index.ErrLeaseLost.
+var ErrLeaseLost = index.ErrLeaseLost
 
 const (
 	// repairBit marks a global word taken over from a dead holder whose
@@ -146,14 +146,21 @@ func (s *session) touch() {
 
 // stillHeld is called before a write under h: it sends the heartbeat if one
 // is due and, if the node was silent for half a lease (others may have
-// judged it dead and taken the word over), checks with a CAS that the word
-// still holds h's value.
+// judged it dead and may be taking the word over), renews the member's
+// incarnation (registry.Member.Renew: the old tag is dead from now on) and
+// moves the word to the new tag with CAS(word: old → new). Success proves
+// that no waiter took the word over, and every later takeover CAS naming
+// the old tag fails; failure means the lock was lost.
 func (s *session) stillHeld(ctx context.Context, h *held) error {
 	stale, err := s.m.Touch(ctx, s.c)
 	if err != nil || !stale {
 		return err
 	}
-	old, err := s.c.CAS(ctx, h.word, h.val, h.val)
+	if _, err := s.m.Renew(ctx, s.c); err != nil {
+		return err
+	}
+	s.tag = s.m.Tag()
+	old, err := s.c.CAS(ctx, h.word, h.val, s.tag)
 	if err != nil {
 		return err
 	}
@@ -161,6 +168,7 @@ func (s *session) stillHeld(ctx context.Context, h *held) error {
 		h.global = false
 		return fmt.Errorf("sherman: global lock %v now holds %#x: %w", h.word, old, ErrLeaseLost)
 	}
+	h.val = s.tag
 	return nil
 }
 
