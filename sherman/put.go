@@ -101,12 +101,24 @@ func (s *session) lockLeaf(ctx context.Context, key []byte) (lockedLeaf, error) 
 // put is the body of Put. It takes the value to write from value() once the
 // leaf is locked and read, immediately before the WRITE that publishes it
 // (with RDWC, the latest value combined meanwhile).
+//
+// A write refused because the compute node was silent and its lock may have
+// been taken over (ErrLeaseLost) wrote nothing, so put starts again, within
+// the retry budget.
 func (s *session) put(ctx context.Context, key []byte, value func() []byte) error {
-	l, err := s.lockLeaf(ctx, key)
-	if err != nil {
-		return err
+	for {
+		l, err := s.lockLeaf(ctx, key)
+		if err != nil {
+			return err
+		}
+		err = s.putLocked(ctx, l, key, value())
+		if !errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		if rerr := s.retry("lock lost while the compute node was silent", l.addr); rerr != nil {
+			return errors.Join(err, rerr)
+		}
 	}
-	return s.putLocked(ctx, l, key, value())
 }
 
 // putLocked writes key → value into the locked leaf l and unlocks it.
