@@ -100,6 +100,19 @@ func (s *session) holding(ctx context.Context, lockAddr remote.Addr) error {
 	return nil
 }
 
+// flagLost is holding for a header split's moving flag at revAddr, set to
+// flagged by this session: if the compute node's heartbeat is half a lease
+// old, a waiter may have judged the split dead and undone the flag, so the
+// flag is read again; lost reports that it changed.
+func (s *session) flagLost(ctx context.Context, revAddr, flagged remote.Addr) (bool, error) {
+	stale, err := s.m.Touch(ctx, s.c)
+	if err != nil || !stale {
+		return false, wrapRemote(err)
+	}
+	w, err := s.readWord(ctx, revAddr)
+	return remote.Addr(w) != flagged, err
+}
+
 // holderDead judges the holder of a lock word found held (a tag, possibly
 // with repairBit) for a waiter on its attempt-th try. Only every judgeEvery
 // attempts does it cost a READ.

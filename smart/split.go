@@ -288,6 +288,14 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		return false, cur, s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
 	}
 	ctx = context.WithoutCancel(ctx) // the flag is always cleared
+	if lost, err := s.flagLost(ctx, revAddr, revOld|revMoving); err != nil || lost {
+		// Silent for so long that a waiter may have judged the split dead
+		// and undone the flag (repairFlag): publish nothing.
+		if err == nil {
+			err = errRestart
+		}
+		return false, cur, err
+	}
 	var ok bool
 	var next cursor
 	var err error
@@ -387,6 +395,9 @@ func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, t
 		if err := s.do(ctx, ops); err != nil {
 			return err
 		}
+		if err := s.revCleared(ctx, node, &ops[0], oldRev, newRev); err != nil {
+			return err
+		}
 		last := &ops[len(ops)-1]
 		if last.Succeeded() {
 			return nil
@@ -397,7 +408,23 @@ func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, t
 		ops = s.batch()
 	}
 	if len(ops) > 0 {
-		return s.do(ctx, ops)
+		if err := s.do(ctx, ops); err != nil {
+			return err
+		}
+		return s.revCleared(ctx, node, &ops[0], oldRev, newRev)
 	}
 	return nil
+}
+
+// revCleared finishes a header split's move of node's reverse pointer to
+// newRev when the CAS rev found the flag cleared: a waiter judged the split
+// dead after a lease without a heartbeat and undid the flag (repairFlag)
+// while this client was paused, after flagLost's check. The split is
+// published all the same, and this client knows where the node is now.
+func (s *session) revCleared(ctx context.Context, node remote.Addr, rev *remote.Op, oldRev, newRev remote.Addr) error {
+	if rev.Kind != remote.OpCAS || rev.Succeeded() || remote.Addr(rev.Old) != oldRev&^revMoving {
+		return nil
+	}
+	_, err := s.c.CAS(ctx, node.Add(nodeRevOff), rev.Old, uint64(newRev))
+	return err
 }
