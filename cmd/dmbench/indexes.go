@@ -23,7 +23,11 @@ type index struct {
 // Tests add in-memory indexes here.
 var indexes = map[string]index{
 	"smart":   {open: func() ycsb.Opener { return smartOpener(smart.Options{}) }, footprint: smartFootprint},
-	"sherman": {open: func() ycsb.Opener { return shermanOpener }, footprint: shermanFootprint},
+	"sherman": {open: func() ycsb.Opener { return shermanWith(sherman.Options{}) }, footprint: shermanFootprint},
+	// Sherman without the redo record of page writes
+	// (sherman.Options.NoRedo): the paper's Sherman, which a crash in the
+	// middle of a page WRITE leaves torn for good.
+	"sherman-noredo": {open: func() ycsb.Opener { return shermanWith(sherman.Options{NoRedo: true}) }, footprint: shermanFootprint},
 	// SMART reusing retired leaves (smart.Options.Reclaim), to measure
 	// what reclamation costs next to the paper's design.
 	"smart-reclaim": {open: func() ycsb.Opener { return smartOpener(smart.Options{Reclaim: true}) }, footprint: smartFootprint},
@@ -78,16 +82,18 @@ func smartFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
 	}
 }
 
-// shermanOpener opens Sherman with the paper's configuration (span 32) and
-// entries sized for the run's keys and values.
-func shermanOpener(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (smart.Index, error) {
-	t, err := sherman.Open(cn, sherman.Options{
-		Name: cfg.Name, KeySize: cfg.KeySize, ValueSize: cfg.ValueSize, CacheBytes: cfg.CacheBytes,
-	})
-	if err != nil {
-		return nil, err
+// shermanWith returns an opener of Sherman with opts and the paper's
+// configuration (span 32), entries sized for the run's keys and values.
+func shermanWith(opts sherman.Options) ycsb.Opener {
+	return func(cn *remote.ComputeNode, cfg ycsb.IndexConfig) (smart.Index, error) {
+		o := opts
+		o.Name, o.KeySize, o.ValueSize, o.CacheBytes = cfg.Name, cfg.KeySize, cfg.ValueSize, cfg.CacheBytes
+		t, err := sherman.Open(cn, o)
+		if err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
-	return t, nil
 }
 
 // shermanFootprint is Sherman's memory use with span 32: leaves hold
