@@ -405,18 +405,11 @@ type pointResult struct {
 func (sw *crashSweep) point(t *testing.T, f remote.Fault) pointResult {
 	t.Helper()
 	sw.points++
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	pool, err := remote.NewPool(crashConfig(sw.mode, sw.seed))
-	if err != nil {
-		t.Fatalf("remote.NewPool: %v", err)
-	}
-	defer pool.Close()
-	c := &crashCheck{sw: sw, f: f, pool: pool}
-	pool.Go(func() { c.run(ctx) })
-	if err := pool.Wait(); err != nil {
-		c.failf("pool.Wait: %v", err)
-	}
+	c := &crashCheck{sw: sw, f: f}
+	onCrashPool(t, sw.mode, sw.seed, c.failf, func(ctx context.Context, pool *remote.Pool) {
+		c.pool = pool
+		c.run(ctx)
+	})
 	if len(c.problems) > 0 {
 		sw.failed++
 		where := fmt.Sprintf("After=%d,Words=%d", f.After, f.Words)
@@ -452,22 +445,58 @@ func (c *crashCheck) failf(format string, args ...any) {
 	}
 }
 
+// preloadChecked writes the pairs of kvs into idx in order and returns an
+// oracle holding them, or nil after reporting a failed Put with failf.
+func preloadChecked(ctx context.Context, idx index.Index, kvs []okv, failf func(string, ...any)) *oracle {
+	o := newOracle()
+	for _, kv := range kvs {
+		if err := idx.Put(ctx, []byte(kv.k), []byte(kv.v)); err != nil {
+			failf("preload Put(%s): %v", fmtKey([]byte(kv.k)), err)
+			return nil
+		}
+		o.put([]byte(kv.k), []byte(kv.v))
+	}
+	return o
+}
+
+// onCrashPool runs fn, with five minutes to go, in a goroutine of a new
+// pool of mode and seed, closed afterwards; a failed Wait is reported with
+// failf.
+func onCrashPool(t *testing.T, mode simMode, seed uint64, failf func(string, ...any), fn func(context.Context, *remote.Pool)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	pool, err := remote.NewPool(crashConfig(mode, seed))
+	if err != nil {
+		t.Fatalf("remote.NewPool: %v", err)
+	}
+	defer pool.Close()
+	pool.Go(func() { fn(ctx, pool) })
+	if err := pool.Wait(); err != nil {
+		failf("pool.Wait: %v", err)
+	}
+}
+
+// openChecked opens tg's index name on cn, the compute node called who,
+// and reports a failure (an error, or a nil index) with failf.
+func openChecked(tg Target, cn *remote.ComputeNode, name, who string, failf func(string, ...any)) index.Index {
+	idx, err := tg.Open(cn, name)
+	if err == nil && idx == nil {
+		err = errors.New("nil index")
+	}
+	if err != nil {
+		failf("Open on %s: %v", who, err)
+		return nil
+	}
+	return idx
+}
+
 // run runs the fault point; it runs in a goroutine started by Pool.Go.
 func (c *crashCheck) run(ctx context.Context) {
 	tg, sc := c.sw.tg, c.sw.sc
 	name := "crash"
 	cnA, cnB := c.pool.NewComputeNode(), c.pool.NewComputeNode()
-	open := func(cn *remote.ComputeNode, who string) index.Index {
-		idx, err := tg.Open(cn, name)
-		if err == nil && idx == nil {
-			err = errors.New("nil index")
-		}
-		if err != nil {
-			c.failf("Open on %s: %v", who, err)
-			return nil
-		}
-		return idx
-	}
+	open := func(cn *remote.ComputeNode, who string) index.Index { return openChecked(tg, cn, name, who, c.failf) }
 	var idxs []index.Index
 	defer func() {
 		for _, idx := range idxs {
@@ -479,13 +508,9 @@ func (c *crashCheck) run(ctx context.Context) {
 		return
 	}
 	idxs = append(idxs, a)
-	o := newOracle()
-	for _, kv := range sc.preload {
-		if err := a.Put(ctx, []byte(kv.k), []byte(kv.v)); err != nil {
-			c.failf("preload Put(%s): %v", fmtKey([]byte(kv.k)), err)
-			return
-		}
-		o.put([]byte(kv.k), []byte(kv.v))
+	o := preloadChecked(ctx, a, sc.preload, c.failf)
+	if o == nil {
+		return
 	}
 	b := open(cnB, "B")
 	if b == nil {

@@ -2,11 +2,9 @@ package indextest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
@@ -117,17 +115,7 @@ func (s *silentCheck) failf(format string, args ...any) {
 
 // point runs the fault point on a pool of its own.
 func (s *silentCheck) point(t *testing.T) {
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	pool, err := remote.NewPool(crashConfig(s.mode, s.seed))
-	if err != nil {
-		t.Fatalf("remote.NewPool: %v", err)
-	}
-	defer pool.Close()
-	pool.Go(func() { s.run(ctx, pool) })
-	if err := pool.Wait(); err != nil {
-		s.failf("pool.Wait: %v", err)
-	}
+	onCrashPool(t, s.mode, s.seed, s.failf, s.run)
 }
 
 // run runs the fault point in a goroutine started by Pool.Go.
@@ -146,27 +134,15 @@ func (s *silentCheck) run(ctx context.Context, pool *remote.Pool) {
 		}
 	}()
 	open := func(cn *remote.ComputeNode, who string) index.Index {
-		idx, err := tg.Open(cn, "silent")
-		if err == nil && idx == nil {
-			err = errors.New("nil index")
-		}
-		if err != nil {
-			s.failf("Open on %s: %v", who, err)
-			return nil
-		}
-		return idx
+		return openChecked(tg, cn, "silent", who, s.failf)
 	}
 	a := open(cnA, "A")
 	if a == nil {
 		return
 	}
-	o := newOracle()
-	for _, kv := range sc.preload {
-		if err := a.Put(ctx, []byte(kv.k), []byte(kv.v)); err != nil {
-			s.failf("preload Put(%s): %v", fmtKey([]byte(kv.k)), err)
-			return
-		}
-		o.put([]byte(kv.k), []byte(kv.v))
+	o := preloadChecked(ctx, a, sc.preload, s.failf)
+	if o == nil {
+		return
 	}
 	b := open(pool.NewComputeNode(), "B")
 	if b == nil {
