@@ -226,6 +226,9 @@ func (c *Client) carve(ctx context.Context, mn int, size, align uint64) (Addr, e
 		req = rpcRequest{Kind: rpcAlloc, Size: chunkBytes, Align: 64, OrSize: size, OrAlign: align}
 	}
 	r, err := c.rpc(ctx, mn, &req)
+	if r.Used != 0 {
+		c.cn.used[mn].Store(r.Used)
+	}
 	if err != nil || req.OrSize == 0 || r.Fallen {
 		if err != nil {
 			return 0, err

@@ -17,6 +17,18 @@ type ComputeNode struct {
 	free    FreeList // see Client.Free
 	pending []Fault  // faults for the next clients to post (Crash)
 	armed   atomic.Bool
+	used    []atomic.Uint64 // per memory node: bytes handed out, as of the last allocation (Room)
+}
+
+// Room estimates the bytes memory node mn can still hand out, as its
+// allocator reported them to this compute node's last allocation there
+// (the node's whole size if it has not allocated there yet). Other compute
+// nodes' allocations since are not counted, and the bytes of chunks that
+// clients hold unused count as taken. It costs nothing: placement policies
+// use it to spread objects before a memory node fills.
+func (cn *ComputeNode) Room(mn int) uint64 {
+	size := cn.pool.geom[mn].main
+	return size - min(cn.used[mn].Load(), size)
 }
 
 // ID returns the compute node's index in its pool, from 0.

@@ -112,7 +112,7 @@ func (p *Pool) Transport() string { return p.cfg.transportName() }
 func (p *Pool) NewComputeNode() *ComputeNode {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cn := &ComputeNode{pool: p, id: len(p.cns)}
+	cn := &ComputeNode{pool: p, id: len(p.cns), used: make([]atomic.Uint64, len(p.geom))}
 	p.cns = append(p.cns, cn)
 	return cn
 }

@@ -57,7 +57,7 @@ type rpcReply struct {
 	Fallen bool   // alloc: the OrSize fallback was served
 	Pool   uint64 // join, info: the node's pool id (0 if none)
 	Geom   nodeGeom
-	Used   uint64 // join, info: bytes handed out, reserved bytes included
+	Used   uint64 // join, info, alloc: bytes handed out, reserved bytes included
 }
 
 // maxNameBytes bounds a named region's name.
@@ -81,6 +81,7 @@ func (m *memNode) serve(req *rpcRequest) (rpcReply, error) {
 			r.Fallen = true
 			r.Off, err = nodeAlloc(m.main, req.OrSize, req.OrAlign)
 		}
+		r.Used = nodeUsed(m.main)
 	case rpcNamed:
 		if req.Size == 0 || req.Size > limit || len(req.Name) > maxNameBytes {
 			return r, fmt.Errorf("%w: named region of %d bytes, name of %d bytes", ErrBadRequest, req.Size, len(req.Name))

@@ -10,10 +10,10 @@ import (
 // Placement and publication of new objects (docs/smart-protocol.md, I3).
 //
 // A new object goes to the memory node of the slot that will link it while
-// that node can allocate: its WRITE and the linking CAS then share one
-// batch, and verbs to one memory node execute in posting order. When that
-// node is full, the object goes to another memory node with room
-// (round-robin, skipping full ones), and its WRITE completes in a round trip
+// that node has room: its WRITE and the linking CAS then share one batch,
+// and verbs to one memory node execute in posting order. When that node
+// runs low (roomier) or is full, the object goes to another memory node
+// with room (the roomiest, or round-robin skipping full ones), and its WRITE completes in a round trip
 // of its own before the CAS is posted: verbs to different memory nodes are
 // not ordered, neither by RDMA nor by the simulator's Skew mode. link makes
 // that choice for every publish.
@@ -23,6 +23,7 @@ import (
 // node. It fails with remote.ErrOutOfMemory only when no memory node has
 // room.
 func (s *session) allocNear(ctx context.Context, mn, n int) (remote.Addr, error) {
+	mn = s.roomier(mn)
 	if s.full == nil {
 		s.full = make([]noRoom, s.c.Pool().MemoryNodes())
 	}
@@ -43,6 +44,29 @@ func (s *session) allocNear(ctx context.Context, mn, n int) (remote.Addr, error)
 		h.skips++
 	}
 	return s.c.AllocOn(ctx, -1, n, addrAlign)
+}
+
+// roomier returns the memory node a new object for a slot on memory node
+// mn goes to: mn while it has more than a sixteenth of its bytes left
+// (by the compute node's estimate, remote.ComputeNode.Room), otherwise
+// the memory node with the most room if that is at least twice mn's. So a
+// memory node that fills ahead of the others stops taking new objects
+// while it still has room, instead of taking them until an allocation fails;
+// an object away from its slot's node costs its publish one more round trip
+// (link).
+func (s *session) roomier(mn int) int {
+	cn := s.c.ComputeNode()
+	room := cn.Room(mn)
+	if room >= uint64(s.t.nodeBytes)/16 {
+		return mn
+	}
+	best := mn
+	for o := range s.c.Pool().MemoryNodes() {
+		if r := cn.Room(o); r >= 2*room && r > cn.Room(best) {
+			best = o
+		}
+	}
+	return best
 }
 
 // noRoom remembers the smallest allocation a memory node refused the

@@ -216,3 +216,44 @@ func memoryUsed(t testing.TB, p *remote.Pool) []uint64 {
 	}
 	return used
 }
+
+// TestPlacementSpreadsByRoom fills the root's memory node (0) to within a
+// twentieth of its size through the tree's own compute node, then inserts
+// keys whose leaves hang off the root: they must go to memory node 1, which
+// has room, while node 0 still has some (remote.ComputeNode.Room), and
+// every key must read back and verify.
+func TestPlacementSpreadsByRoom(t *testing.T) {
+	ctx := context.Background()
+	const nodeBytes = 2 << 20
+	tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: nodeBytes, ChunkBytes: 16 << 10}, Options{})
+	if err := tr.Put(ctx, placeKey(0), placeValue(0, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	c := tr.cn.NewClient()
+	for tr.cn.Room(0) > nodeBytes/20 {
+		if _, err := c.AllocOn(ctx, 0, 4096, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := memoryUsed(t, p)
+	for i := 1; i < 200; i++ {
+		if err := tr.Put(ctx, placeKey(i), placeValue(i, 1000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := memoryUsed(t, p)
+	if grew := after[0] - before[0]; grew > 16<<10 {
+		t.Fatalf("memory node 0, with %d of %d bytes left, took %d more bytes; node 1 took %d", nodeBytes-before[0], nodeBytes, grew, after[1]-before[1])
+	}
+	if grew := after[1] - before[1]; grew < 199*1024 {
+		t.Fatalf("memory node 1 took only %d bytes for 199 leaves of 1 KiB", grew)
+	}
+	for i := range 200 {
+		if v, ok, err := tr.Get(ctx, placeKey(i)); err != nil || !ok || !bytes.Equal(v, placeValue(i, 1000)) {
+			t.Fatalf("Get(%d) = %x, %v, %v", i, v, ok, err)
+		}
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
