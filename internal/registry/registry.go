@@ -149,6 +149,10 @@ func Join(ctx context.Context, c *remote.Client, opts Options) (*Node, error) {
 
 // claim claims a free block. Like every method of the package it holds no
 // mutex across a verb (a parked simulated client would block the others).
+// A node joining a registry whose blocks are all claimed waits a lease and
+// takes over a block whose heartbeat stood still all that time: its node
+// died without closing (every lock tag of its clients is then judged dead,
+// their slots getting new incarnations here).
 func (n *Node) claim(ctx context.Context, c *remote.Client) (*block, error) {
 	hdr := make([]byte, blockBytes*n.opts.Blocks)
 	if err := c.Read(ctx, n.blockAddr(0), hdr); err != nil {
@@ -159,49 +163,96 @@ func (n *Node) claim(ctx context.Context, c *remote.Client) (*block, error) {
 		return nil, err
 	}
 	for b := range n.opts.Blocks {
-		owner := binary.LittleEndian.Uint64(hdr[blockBytes*b:])
-		if owner&1 != 0 {
-			continue
+		if owner := binary.LittleEndian.Uint64(hdr[blockBytes*b:]); owner&1 == 0 {
+			if blk, err := n.take(ctx, c, b, owner, hdr, epoch); blk != nil || err != nil {
+				return blk, err
+			}
 		}
-		mine := (owner>>1+1)<<1 | 1
-		old, err := c.CAS(ctx, n.blockAddr(b), owner, mine)
-		if err != nil {
-			return nil, fmt.Errorf("registry: %w", err)
-		}
-		if old != owner {
-			continue
-		}
-		words := make([]byte, 8*n.opts.Clients)
-		if err := c.Read(ctx, n.clientAddr(b, 0), words); err != nil {
-			return nil, fmt.Errorf("registry: %w", err)
-		}
-		blk := &block{idx: b, owner: mine, incs: make([]uint64, n.opts.Clients), used: make([]bool, n.opts.Clients),
-			dir: remote.Addr(binary.LittleEndian.Uint64(hdr[blockBytes*b+dirOff:]))}
-		for k := range blk.incs {
-			blk.incs[k] = binary.LittleEndian.Uint64(words[8*k:]) >> 2
-		}
-		// A heartbeat that moves and an epoch no later than any pin of this
-		// node, before any member can pin or hold a lock.
-		n.mu.Lock()
-		n.e.Store(max(n.e.Load(), epoch))
-		n.beats++
-		beat := n.beatBytes()
-		n.mu.Unlock()
-		if err := c.Write(ctx, n.blockAddr(b).Add(hbOff), beat); err != nil {
-			return nil, fmt.Errorf("registry: %w", err)
-		}
-		n.mu.Lock()
-		n.lastBeat.Store(int64(c.Now()))
-		n.blocks = append(n.blocks, blk)
-		n.mu.Unlock()
-		// The redo directory now, while memory is likely free: members
-		// then find it on a full pool.
-		if _, err := n.directory(ctx, c, blk); err != nil {
+	}
+	n.mu.Lock()
+	joining := len(n.blocks) == 0
+	n.mu.Unlock()
+	if !joining {
+		// A live node does not wait a lease without a heartbeat.
+		return nil, fmt.Errorf("%w: all %d blocks are claimed", ErrFull, n.opts.Blocks)
+	}
+	start := c.Now()
+	for attempt := 0; c.Now()-start <= n.opts.Lease; attempt++ {
+		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		return blk, nil
+		c.Backoff(attempt)
 	}
-	return nil, fmt.Errorf("%w: all %d blocks are claimed", ErrFull, n.opts.Blocks)
+	now := make([]byte, len(hdr))
+	if err := c.Read(ctx, n.blockAddr(0), now); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	for b := range n.opts.Blocks {
+		was, is := hdr[blockBytes*b:blockBytes*b+hbOff+8], now[blockBytes*b:blockBytes*b+hbOff+8]
+		if string(was) != string(is) {
+			continue // owner or heartbeat moved: alive, or claimed meanwhile
+		}
+		if blk, err := n.take(ctx, c, b, binary.LittleEndian.Uint64(is), now, epoch); blk != nil || err != nil {
+			return blk, err
+		}
+	}
+	return nil, fmt.Errorf("%w: all %d blocks are claimed by live nodes", ErrFull, n.opts.Blocks)
+}
+
+// take claims block b, whose owner word was owner (free, or a dead node's)
+// in hdr, the block headers read: a CAS to a new incarnation, then the
+// block's client words, the first heartbeat and its redo directory. It
+// returns nil and no error if another node claimed the block first.
+func (n *Node) take(ctx context.Context, c *remote.Client, b int, owner uint64, hdr []byte, epoch uint64) (*block, error) {
+	mine := (owner>>1+1)<<1 | 1
+	old, err := c.CAS(ctx, n.blockAddr(b), owner, mine)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	if old != owner {
+		return nil, nil
+	}
+	words := make([]byte, 8*n.opts.Clients)
+	if err := c.Read(ctx, n.clientAddr(b, 0), words); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	blk := &block{idx: b, owner: mine, incs: make([]uint64, n.opts.Clients), used: make([]bool, n.opts.Clients),
+		dir: remote.Addr(binary.LittleEndian.Uint64(hdr[blockBytes*b+dirOff:]))}
+	for k := range blk.incs {
+		blk.incs[k] = binary.LittleEndian.Uint64(words[8*k:]) >> 2
+	}
+	if owner&1 != 0 {
+		// Taken over from a dead node: its clients' tags are dead at once
+		// (the heartbeat that now moves is this node's, not theirs).
+		for k := range blk.incs {
+			if w := binary.LittleEndian.Uint64(words[8*k:]); w&3 == stateLive {
+				binary.LittleEndian.PutUint64(words[8*k:], w&^3|stateDead)
+			}
+		}
+		if err := c.Write(ctx, n.clientAddr(b, 0), words); err != nil {
+			return nil, fmt.Errorf("registry: %w", err)
+		}
+	}
+	// A heartbeat that moves and an epoch no later than any pin of this
+	// node, before any member can pin or hold a lock.
+	n.mu.Lock()
+	n.e.Store(max(n.e.Load(), epoch))
+	n.beats++
+	beat := n.beatBytes()
+	n.mu.Unlock()
+	if err := c.Write(ctx, n.blockAddr(b).Add(hbOff), beat); err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	n.mu.Lock()
+	n.lastBeat.Store(int64(c.Now()))
+	n.blocks = append(n.blocks, blk)
+	n.mu.Unlock()
+	// The redo directory now, while memory is likely free: members
+	// then find it on a full pool.
+	if _, err := n.directory(ctx, c, blk); err != nil {
+		return nil, err
+	}
+	return blk, nil
 }
 
 // Close leaves the registry: every member must be closed first. c is used

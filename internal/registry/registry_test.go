@@ -94,18 +94,42 @@ func TestJoinErrors(t *testing.T) {
 			t.Errorf("Join(%+v) succeeded", o)
 		}
 	}
-	join(t, c, Options{Blocks: 2, Clients: 4})
+	c2 := p.NewComputeNode().NewClient()
+	first := join(t, c, Options{Blocks: 2, Clients: 4, Lease: 20 * time.Millisecond})
 	if _, err := Join(t.Context(), c, Options{Blocks: 2, Clients: 8}); !errors.Is(err, ErrMismatch) {
 		t.Fatalf("Join with other geometry: %v, want ErrMismatch", err)
 	}
-	second := join(t, c, Options{Blocks: 2, Clients: 4})
-	if _, err := Join(t.Context(), c, Options{Blocks: 2, Clients: 4}); !errors.Is(err, ErrFull) {
-		t.Fatalf("third Join of 2 blocks: %v, want ErrFull", err)
+	second := join(t, c, Options{Blocks: 2, Clients: 4, Lease: 20 * time.Millisecond})
+	// Both nodes beat while a third one tries to join: it waits a lease for
+	// a silent block and finds none.
+	opts := Options{Blocks: 2, Clients: 4, Lease: 20 * time.Millisecond}
+	stop := make(chan struct{})
+	beating := make(chan struct{})
+	go func() {
+		defer close(beating)
+		m1, m2 := register(t, first, c2), register(t, second, c2)
+		for {
+			select {
+			case <-stop:
+				_ = m1.Close(t.Context(), c2)
+				_ = m2.Close(t.Context(), c2)
+				return
+			case <-time.After(time.Millisecond):
+			}
+			_, _ = m1.Touch(t.Context(), c2)
+			_, _ = m2.Touch(t.Context(), c2)
+		}
+	}()
+	_, err := Join(t.Context(), c, opts)
+	close(stop)
+	<-beating
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("third Join of 2 blocks of live nodes: %v, want ErrFull", err)
 	}
 	if err := second.Close(t.Context(), c); err != nil {
 		t.Fatal(err)
 	}
-	third := join(t, c, Options{Blocks: 2, Clients: 4})
+	third := join(t, c, opts)
 	if third.blocks[0].idx != second.blocks[0].idx || third.blocks[0].owner == second.blocks[0].owner {
 		t.Fatalf("a released block was not claimed again in a new incarnation")
 	}
@@ -240,5 +264,33 @@ func TestMarkDeadRetry(t *testing.T) {
 		if d, err := n.Dead(ctx, c, &Watch{}, x.m.Tag()); err != nil || d != x.dead {
 			t.Fatalf("Dead(%#x) = %v, %v, want %v", x.m.Tag(), d, err, x.dead)
 		}
+	}
+}
+
+// TestJoinTakesOverSilentBlock fills the registry with nodes that then go
+// silent (their process died without closing): a node that joins waits a
+// lease, takes one of their blocks over in a new incarnation, and the dead
+// node's tags are judged dead at once.
+func TestJoinTakesOverSilentBlock(t *testing.T) {
+	ctx := t.Context()
+	p := newPool(t, true, 1)
+	opts := Options{Blocks: 2, Clients: 4, Lease: time.Millisecond}
+	c := p.NewComputeNode().NewClient()
+	dead := join(t, c, opts)
+	m := register(t, dead, c)
+	join(t, c, opts)
+	start := c.Now()
+	n, err := Join(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("Join with every block held by a silent node: %v", err)
+	}
+	if waited := c.Now() - start; waited < opts.Lease {
+		t.Fatalf("the joiner took a block over after %v, less than a lease", waited)
+	}
+	if d, err := n.Dead(ctx, c, &Watch{}, m.Tag()); err != nil || !d {
+		t.Fatalf("the silent node's member: Dead = %v, %v; want dead at once", d, err)
+	}
+	if _, err := n.Register(ctx, c); err != nil {
+		t.Fatal(err)
 	}
 }
