@@ -13,8 +13,9 @@ import (
 // which stale cached pointers may still name) keeps its own. The zero value
 // is empty and ready; it is safe for concurrent use and takes no verb.
 type FreeList struct {
-	mu sync.Mutex
-	m  map[freeKey][]Addr
+	mu    sync.Mutex
+	m     map[freeKey][]Addr
+	nodes int // 1 + the highest memory node put
 }
 
 // freeKey names one list: objects of one size on one memory node.
@@ -33,21 +34,23 @@ func (l *FreeList) Put(a Addr, size uint64) {
 	}
 	k := freeKey{a.MN(), size}
 	l.m[k] = append(l.m[k], a)
+	l.nodes = max(l.nodes, k.mn+1)
 }
 
 // Take removes and returns an object of size bytes aligned to align on
-// memory node mn (on any memory node if mn < 0), or nil if there is none.
+// memory node mn (on the lowest-numbered memory node that has one if
+// mn < 0), or nil if there is none.
 func (l *FreeList) Take(mn int, size, align uint64) Addr {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if mn >= 0 {
 		return l.take(freeKey{mn, size}, align)
 	}
-	for k := range l.m {
-		if k.size == size {
-			if a := l.take(k, align); !a.IsNil() {
-				return a
-			}
+	// Memory nodes in order, not the map's: the simulator's runs must
+	// repeat exactly.
+	for n := range l.nodes {
+		if a := l.take(freeKey{n, size}, align); !a.IsNil() {
+			return a
 		}
 	}
 	return 0
