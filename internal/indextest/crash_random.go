@@ -63,7 +63,7 @@ func RunCrashRandom(t *testing.T, tg Target) {
 			seed := seedFor(t)
 			pool := newPool(t, m.config(seed))
 			w := &workload{tg: tg, perCN: lper, ops: lops, ownKeys: 1, hot: 4, stable: 20, hotOnly: true, seed: seed,
-				clock: func() int64 { return int64(pool.Now()) }, crashFrac: 0.03}
+				clock: func() int64 { return int64(pool.Now()) }, crashFrac: 0.06}
 			out := runMixed(t.Context(), tg, pool, "idx", w, lcns)
 			if reportCrashRun(t, out, fmt.Sprintf("%s, %d compute nodes × %d goroutines, seed %#x", m.name, lcns, lper, seed)) {
 				checkLinearizable(t, out.history, fmt.Sprintf("hot keys under crashes, %s", m.name))
