@@ -23,17 +23,7 @@ func TestCrash(t *testing.T) {
 			tg := target("smart-"+name, opts)
 			tg.Lease = lease
 			t.Run("points", func(t *testing.T) { indextest.RunCrashPoints(t, tg) })
-			t.Run("random", func(t *testing.T) {
-				if opts.Reclaim {
-					// Known bug, open in issue 14: with Reclaim, random crashes
-					// can bring back a value an acknowledged write replaced
-					// (rerun with -seed=3012564428998035: a 2918-byte value
-					// reappears after a later short one; not with NoRedo, so
-					// redo records and leaf reuse are the suspects).
-					t.Skip("known bug with Reclaim under random crashes (issue 14)")
-				}
-				indextest.RunCrashRandom(t, tg)
-			})
+			t.Run("random", func(t *testing.T) { indextest.RunCrashRandom(t, tg) })
 			t.Run("silent", func(t *testing.T) { indextest.RunSilentNode(t, tg) })
 		})
 	}

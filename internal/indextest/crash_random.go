@@ -20,9 +20,10 @@ import (
 //   - mixed: goroutines on several compute nodes (pool.Go) run the mixed
 //     workload of RunSim: each checks its own keys exactly, tracking the
 //     states each key may be in (a crashed Put or Delete may or may not have
-//     taken effect, but once a later call observed the key, or an
-//     acknowledged write replaced it, the crashed one can no longer show:
-//     acknowledged writes are never lost); reads of other goroutines' keys
+//     taken effect, and may take effect after a later call observed the key
+//     without it, when another client completes what it published; once an
+//     acknowledged write replaced it, it can no longer show: acknowledged
+//     writes are never lost); reads of other goroutines' keys
 //     must return intact values written to them; the preloaded stable keys,
 //     which nobody writes, must stay exact; the hot keys shared by everybody
 //     are checked with porcupine, a crashed call's return time set to the

@@ -327,8 +327,11 @@ func TestOwnedKey(t *testing.T) {
 		t.Errorf("an absent key seen present was accepted")
 	}
 	k.set(ver{true, "a"}, false) // failed Put: absent or "a"
-	if p := k.observe(true, []byte("a")); p != "" {
+	if p := k.observe(false, nil); p != "" {
 		t.Errorf("%s", p)
+	}
+	if p := k.observe(true, []byte("a")); p != "" {
+		t.Errorf("a failed Put that took effect after the key was seen absent: %s", p)
 	}
 	if p := k.observe(false, nil); p == "" {
 		t.Errorf("after observing \"a\", absent was accepted")

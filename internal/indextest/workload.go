@@ -35,17 +35,26 @@ type ver struct {
 // ownedKey is a key of one goroutine and what the goroutine knows of it.
 // Only the owner touches poss while the workload runs.
 type ownedKey struct {
-	key  []byte
-	id   int
-	poss []ver // the states the key may be in; never empty
+	key     []byte
+	id      int
+	poss    []ver // the states the key may be in; never empty
+	pending []ver // writes of unknown outcome since the last known one
 }
 
 // observe checks that the key was seen in state (present, v) and collapses
-// the knowledge to it.
+// the knowledge to it, and to the writes of unknown outcome since the last
+// known one: a write whose client crashed may still take effect later (a
+// client that runs into what it published completes it), but never after a
+// later acknowledged write.
 func (k *ownedKey) observe(present bool, v []byte) string {
 	for _, p := range k.poss {
 		if p.present == present && (!present || p.val == string(v)) {
 			k.poss = append(k.poss[:0], ver{present, string(v)})
+			for _, q := range k.pending {
+				if !slices.Contains(k.poss, q) {
+					k.poss = append(k.poss, q)
+				}
+			}
 			return ""
 		}
 	}
@@ -55,10 +64,13 @@ func (k *ownedKey) observe(present bool, v []byte) string {
 // set records a write whose outcome is known (certain) or not.
 func (k *ownedKey) set(v ver, certain bool) {
 	if certain {
-		k.poss = append(k.poss[:0], v)
-	} else if !slices.Contains(k.poss, v) {
+		k.poss, k.pending = append(k.poss[:0], v), k.pending[:0]
+		return
+	}
+	if !slices.Contains(k.poss, v) {
 		k.poss = append(k.poss, v)
 	}
+	k.pending = append(k.pending, v)
 }
 
 func (k *ownedKey) describe() string {
