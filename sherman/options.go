@@ -81,7 +81,7 @@ type Options struct {
 	// Lease is how long this compute node waits, on its own clock, for a
 	// lock holder whose compute node's heartbeat stands still before it
 	// judges the holder dead and takes its lock over (default
-	// registry.DefaultLease, 100 ms; a holder whose own compute node saw it
+	// registry.DefaultLease, 1 s; a holder whose own compute node saw it
 	// crash is judged dead at once). Local to the compute node; its
 	// heartbeats are sent every Lease/10 while it works.
 	Lease time.Duration

@@ -2,7 +2,6 @@ package smart
 
 import (
 	"context"
-	"errors"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -73,7 +72,7 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 		return false, false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
-		return false, false, cur, errors.Join(lockedSlotChanged(cur, got), s.unlock(ctx, leaf, v.meta))
+		return false, false, cur, lockedSlotChanged(cur, got)
 	}
 	return true, true, cur, s.retire(ctx, leaf)
 }

@@ -77,7 +77,7 @@ type Options struct {
 	// the clock of another compute node, before that one judges the silent
 	// node's clients dead and takes their locks over (docs/recovery.md).
 	// Zero means 10 × ReclaimInterval with Reclaim, registry.DefaultLease
-	// (100 ms) without. A client the tree itself saw stop (an injected
+	// (1 s) without. A client the tree itself saw stop (an injected
 	// fault, remote.ErrCrashed) is judged dead at once, whatever the
 	// lease. It must be well above an operation's latency: a node paused
 	// longer than a lease may find a lock it held taken over.

@@ -294,17 +294,20 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 		return false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
-		return false, cur, errors.Join(lockedSlotChanged(cur, got), s.unlock(ctx, old, meta))
+		return false, cur, lockedSlotChanged(cur, got)
 	}
 	return true, cur, s.retire(ctx, old)
 }
 
-// lockedSlotChanged reports the slot of a locked leaf found changed by a
-// CAS: only the holder of a leaf's lock changes the slot that holds it
-// (updates, deletes and splits all take the lock), and lockLeaf checked
-// that the slot was the leaf's, by its reverse pointer, under the lock.
+// lockedSlotChanged reports the slot of a leaf locked by this session found
+// changed by a CAS. Only the holder of a leaf's lock changes the slot that
+// holds it (updates, deletes and splits all take the lock), and lockLeaf
+// checked that the slot was the leaf's, by its reverse pointer, under the
+// lock: the lock was taken over while this client was stalled past the
+// lease (docs/recovery.md, "Stale writers"), so it is not this session's
+// to release any more, and nothing more is written.
 func lockedSlotChanged(cur cursor, got slot) error {
-	return corruptf("I5: slot %v of locked leaf %v changed to %v", cur.addr, cur.sl.addr(), got)
+	return fmt.Errorf("%w: slot %v of leaf %v changed to %v under the leaf's lock", ErrLeaseLost, cur.addr, cur.sl.addr(), got)
 }
 
 // markRemoved appends the WRITE that clears the valid bit of the leaf sl

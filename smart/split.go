@@ -182,15 +182,15 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 			ok, next = got == cur.sl, cur.with(got)
 		}
 	}
-	if err != nil || !ok {
-		// Impossible while the lock is held, unless the pool failed: put
-		// the reverse pointer back before the release.
+	if err == nil && !ok {
+		return false, next, lockedSlotChanged(cur, next.sl)
+	}
+	if err != nil {
+		// The pool failed: put the reverse pointer back before the release.
 		s.img = putWord(s.img[:0], uint64(cur.addr))
 		ops = append(s.batch(), remote.Write(cur.sl.addr().Add(leafRevOff), s.img[:8]),
 			remote.Write(leafLockAddr(cur.sl), zeroWord[:]))
-		if perr := s.c.Post(ctx, ops); err == nil {
-			err = perr
-		}
+		_ = s.c.Post(ctx, ops) // best effort: err says why it failed
 		return false, next, err
 	}
 	s.unlockAsync(ctx, cur.sl)

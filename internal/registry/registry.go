@@ -36,7 +36,7 @@ type Options struct {
 	Clients int
 	// Lease is how long a block's heartbeat must stand still, on the
 	// observer's clock, before its clients are judged dead; DefaultLease
-	// (100 ms) if zero.
+	// (1 s) if zero.
 	Lease time.Duration
 	// Interval is the least time between two heartbeats of a compute node;
 	// Lease/10 if zero.
@@ -49,8 +49,11 @@ type Options struct {
 	Free func(a remote.Addr, size int) error
 }
 
-// DefaultLease is Options.Lease when zero.
-const DefaultLease = 100 * time.Millisecond
+// DefaultLease is Options.Lease when zero: a second, so that a process
+// that stalls (scheduling, garbage collection on a loaded machine) is not
+// judged dead while it holds a lock; a client that a tree sees crash is
+// judged dead at once, whatever the lease.
+const DefaultLease = time.Second
 
 func (o Options) withDefaults(nodeBytes int64) (Options, error) {
 	if o.Clients == 0 {
