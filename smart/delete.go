@@ -72,6 +72,10 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 		return false, false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
+		if got == cur.sl|slotFrozen {
+			// The node holding the slot is moving: undo and start again.
+			return false, false, cur.with(got), s.unlock(ctx, leaf, v.meta)
+		}
 		return false, false, cur, lockedSlotChanged(cur, got)
 	}
 	return true, true, cur, s.retire(ctx, leaf)

@@ -104,9 +104,14 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			// read (possibly before the read window was sealed): the key may
 			// be in the new node now. A split holds the leaf's lock until it
 			// published: one whose client died is recovered (I9).
+			// A move of the node holding the slot that died before pointing
+			// the leaf at its new slot is finished (docs/smart-node-growth.md).
 			leaf := cur.sl
 			if cur, err = s.reread(ctx, cur); err == nil && cur.sl == leaf {
-				err = s.recoverHeld(ctx, &s.watch, leaf, v.lock, s.retries)
+				var moved bool
+				if moved, err = s.unfinishedMove(ctx, cur, v.rev); err == nil && !moved {
+					err = s.recoverHeld(ctx, &s.watch, leaf, v.lock, s.retries)
+				}
 			}
 		case st == leafOK:
 			return nil, false, nil

@@ -15,7 +15,8 @@ import (
 //	bit      8  leaf flag
 //	bits  9–15  leaf: size class of the leaf (7 bits); node: node type (3 bits used)
 //	bits 16–23  memory node id
-//	bits 24–63  byte offset >> 6 (40 bits: 64-byte aligned, 2^46 bytes per memory node)
+//	bits 24–62  byte offset >> 6 (39 bits: 64-byte aligned, 2^45 bytes per memory node)
+//	bit     63  frozen: the node holding the slot is moving (docs/smart-node-growth.md)
 //
 // The empty slot is 0. A tombstone (leaf flag set, nil address) keeps the
 // partial key of a deleted leaf so that a partial key occupies at most one
@@ -29,7 +30,8 @@ const (
 	slotAddrShift = 16
 	addrAlign     = 64
 	maxSlotMN     = 1 << 8
-	maxSlotOffset = 1 << (40 + 6)
+	maxSlotOffset = 1 << (39 + 6)
+	slotFrozen    = 1 << 63
 )
 
 func (s slot) partial() byte { return byte(s) }
@@ -40,7 +42,14 @@ func (s slot) isLeaf() bool  { return s&slotLeafBit != 0 }
 func (s slot) isTombstone() bool { return s.isLeaf() && s>>slotAddrShift == 0 }
 
 // isChild reports whether s points to a live leaf or node.
-func (s slot) isChild() bool { return s>>slotAddrShift != 0 }
+func (s slot) isChild() bool { return s&^slotFrozen>>slotAddrShift != 0 }
+
+// isFrozen reports whether s belongs to a node that is moving: it is never
+// CASed again, and nobody uses what it names.
+func (s slot) isFrozen() bool { return s&slotFrozen != 0 }
+
+// thawed returns s without its frozen bit.
+func (s slot) thawed() slot { return s &^ slotFrozen }
 
 func (s slot) info() int { return int(s>>slotInfoShift) & slotInfoMask }
 
@@ -51,7 +60,7 @@ func (s slot) nodeType() nodeType { return nodeType(s.info()) }
 func (s slot) leafClass() int { return s.info() }
 
 func (s slot) addr() remote.Addr {
-	v := uint64(s) >> slotAddrShift
+	v := uint64(s&^slotFrozen) >> slotAddrShift
 	if v == 0 {
 		return 0
 	}
@@ -81,6 +90,8 @@ func (s slot) String() string {
 	switch {
 	case s.isEmpty():
 		return "empty"
+	case s.isFrozen():
+		return "frozen " + s.thawed().String()
 	case s.isTombstone():
 		return fmt.Sprintf("tomb(%#02x)", s.partial())
 	case s.isLeaf():
@@ -90,8 +101,10 @@ func (s slot) String() string {
 }
 
 // nodeType is the adaptive type of an internal node: its slot capacity is
-// 1<<(t+1). Every node is allocated with room for 256 slots, so a type
-// switch never moves it.
+// 1<<(t+1). By default a node is allocated at its type's size (allocBytes)
+// and moves when it is full (docs/smart-node-growth.md); with
+// Options.PaperNodes every node has room for 256 slots and switches type in
+// place.
 type nodeType uint8
 
 const (
@@ -103,6 +116,9 @@ func (t nodeType) capacity() int { return 1 << (t + 1) }
 
 // readBytes is how much of a node of type t one READ fetches.
 func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
+
+// allocBytes is the size of a node of type t allocated by size class.
+func (t nodeType) allocBytes() int { return (t.readBytes() + addrAlign - 1) &^ (addrAlign - 1) }
 
 // typeFor returns the smallest node type whose capacity exceeds slot index i.
 func typeFor(i int) nodeType {
@@ -156,6 +172,28 @@ func (h header) prefixByte(i int) byte {
 
 // withType returns h with its node type raised to t.
 func (h header) withType(t nodeType) header { return h&^(7<<10) | header(t)<<10 }
+
+// fwdDepth and fwdPrefixLen mark a forwarded header: impossible as a real
+// header (a prefix holds at most maxHeaderBytes), and deeper than any slot,
+// so a reader that does not look for the mark re-reads its slot.
+const (
+	fwdDepth     = 0x3ff
+	fwdPrefixLen = 7
+)
+
+// forwarded returns the header of a node of type t that moved to to.
+func forwarded(t nodeType, to remote.Addr) header {
+	return header(fwdDepth | uint64(t)<<10 | fwdPrefixLen<<13 | packAddr(to)<<16)
+}
+
+// isForwarded reports whether h is the header of a node that moved.
+func (h header) isForwarded() bool { return h.prefixLen() == fwdPrefixLen }
+
+// successor returns the node a forwarded header names.
+func (h header) successor() remote.Addr {
+	v := uint64(h) >> 16
+	return remote.MakeAddr(int(v&0xff), (v>>8)<<6)
+}
 
 // dropped returns h after a header split that moves the node n bytes deeper:
 // the first n prefix bytes are gone (they are matched above now).

@@ -34,7 +34,7 @@ func treeShape(t *testing.T, tr *Tree) shape {
 	sh := shape{types: map[nodeType]int{}}
 	var walk func(sl slot, level int)
 	walk = func(sl slot, level int) {
-		buf := make([]byte, nodeAllocBytes)
+		buf := make([]byte, tr.nodeReadBytes(sl))
 		if err := s.c.Read(ctx, sl.addr(), buf); err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func treeShape(t *testing.T, tr *Tree) shape {
 		sh.nodes++
 		sh.types[h.nodeType()]++
 		sh.maxLevel = max(sh.maxLevel, level)
-		for i := range 256 {
+		for i := range slotsRead(buf) {
 			c := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
 			switch {
 			case c.isEmpty():
@@ -86,47 +86,73 @@ func TestStructuralChanges(t *testing.T) {
 		level int // deepest node level
 		types map[nodeType]int
 	}{
-		{"normal insert", []string{"a", "b", "c"}, 1, 0, map[nodeType]int{node4: 1}},
+		{"normal insert", []string{"a", "b", "c"}, 1, 0, nil},
 		{"leaf split", []string{"abc1", "abc2"}, 2, 1, nil},
 		{"leaf split with prefix chain", []string{long + "1", long + "2"}, 1 + 2 + 1, 3, nil},
 		{"header split", []string{"abcdef1", "abcdef2", "abX"}, 3, 2, nil},
 		{"header split at first prefix byte", []string{"abcdef1", "abcdef2", "aX"}, 3, 2, nil},
 		{"two header splits of one node", []string{"abcdef1", "abcdef2", "abcX", "aY"}, 4, 3, nil},
-		{"type switch to NODE_8", []string{"a", "b", "c", "d", "e"}, 1, 0, map[nodeType]int{node4 + 1: 1}},
+		{"type switch to NODE_8", []string{"xa", "xb", "xc", "xd", "xe"}, 2, 1, map[nodeType]int{node4 + 1: 1}},
+		{"type switches to NODE_256", nodeKeys(200), 2, 1, map[nodeType]int{node256: 1}},
 		{"prefix keys", []string{"a", "a\x00", "a\x00\x00", "a\x01", "ab"}, 0, 0, nil},
 		{"zero and 0xff bytes", []string{"\x00", "\x00\x00", "\xff", "\xff\xff", "\x01", "\x01\x01"}, 0, 0, nil},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			tr, _ := newTree(t, remote.Config{MemoryNodes: 2}, Options{})
-			ctx := context.Background()
-			for i, k := range tc.keys {
-				if err := tr.Put(ctx, []byte(k), []byte(fmt.Sprint(i))); err != nil {
-					t.Fatal(err)
-				}
-				if err := tr.Verify(ctx); err != nil {
-					t.Fatalf("after %q: %v", k, err)
-				}
-			}
-			for i, k := range tc.keys {
-				v, ok, err := tr.Get(ctx, []byte(k))
-				if err != nil || !ok || string(v) != fmt.Sprint(i) {
-					t.Fatalf("Get(%q) = %q, %v, %v", k, v, ok, err)
-				}
-			}
-			sh := treeShape(t, tr)
-			if sh.leaves != len(tc.keys) {
-				t.Fatalf("%d leaves, want %d", sh.leaves, len(tc.keys))
-			}
-			if tc.nodes > 0 && (sh.nodes != tc.nodes || sh.maxLevel != tc.level) {
-				t.Fatalf("%d nodes at %d levels, want %d at %d", sh.nodes, sh.maxLevel, tc.nodes, tc.level)
-			}
-			for typ, n := range tc.types {
-				if sh.types[typ] != n {
-					t.Fatalf("%d nodes of %v, want %d (%v)", sh.types[typ], typ, n, sh.types)
-				}
-			}
-		})
+		for _, paper := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/paper=%v", tc.name, paper), func(t *testing.T) {
+				structuralChange(t, tc.keys, tc.nodes, tc.level, tc.types, paper)
+			})
+		}
+	}
+}
+
+// nodeKeys returns n keys that differ in their second byte only: one node
+// under the root holds them all.
+func nodeKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = string([]byte{'x', byte(i + 2)}) // bytes 0 and 1 encode as two
+	}
+	return keys
+}
+
+// structuralChange inserts keys one by one, then checks Verify, every key
+// and the shape: nodes internal nodes (root included, 0: unchecked) at
+// level levels, and the node types (the root's type left out: a NODE_4
+// with PaperNodes, a NODE_256 by size class).
+func structuralChange(t *testing.T, keys []string, nodes, level int, types map[nodeType]int, paper bool) {
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 2}, Options{PaperNodes: paper})
+	ctx := context.Background()
+	for i, k := range keys {
+		if err := tr.Put(ctx, []byte(k), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Verify(ctx); err != nil {
+			t.Fatalf("after %q: %v", k, err)
+		}
+	}
+	for i, k := range keys {
+		v, ok, err := tr.Get(ctx, []byte(k))
+		if err != nil || !ok || string(v) != fmt.Sprint(i) {
+			t.Fatalf("Get(%q) = %q, %v, %v", k, v, ok, err)
+		}
+	}
+	sh := treeShape(t, tr)
+	if sh.leaves != len(keys) {
+		t.Fatalf("%d leaves, want %d", sh.leaves, len(keys))
+	}
+	if nodes > 0 && (sh.nodes != nodes || sh.maxLevel != level) {
+		t.Fatalf("%d nodes at %d levels, want %d at %d", sh.nodes, sh.maxLevel, nodes, level)
+	}
+	root := node4
+	if !paper {
+		root = node256
+	}
+	sh.types[root]--
+	for typ, n := range types {
+		if sh.types[typ] != n {
+			t.Fatalf("%d nodes of %v, want %d (%v)", sh.types[typ], typ, n, sh.types)
+		}
 	}
 }
 

@@ -9,7 +9,8 @@ import (
 // lock-free internal nodes, in-place leaves with a rear-embedded lock, read
 // delegation, write combining and an ART-indexed cache.
 //
-// Compute nodes opening one tree must agree on LockedInternal and Reclaim
+// Compute nodes opening one tree must agree on LockedInternal, Reclaim and
+// PaperNodes
 // (Open refuses a mismatch with ErrOptionsMismatch); every other option is
 // local to the compute node and may differ between compute nodes.
 type Options struct {
@@ -89,6 +90,14 @@ type Options struct {
 	// the operations on that key fail with ErrCorrupt. It is the paper's
 	// configuration, kept for comparison.
 	NoRedo bool
+	// PaperNodes allocates every internal node with room for 256 slots, as
+	// the paper does, so that a node type switch happens in place. By
+	// default a node is allocated at the size of its type (64 bytes for a
+	// NODE_4 … 2,112 for a NODE_256) and moves to a node of the next type
+	// when it is full (docs/smart-node-growth.md), which takes a fraction
+	// of the memory-node space. The choice is recorded in the tree when it
+	// is created, like LockedInternal, which implies it.
+	PaperNodes bool
 }
 
 // Defaults of Options.

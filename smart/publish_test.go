@@ -31,19 +31,19 @@ func unpublished(ctx context.Context, s *session, done map[slot]bool) (string, e
 }
 
 func unpublishedNode(ctx context.Context, s *session, at remote.Addr, sl slot, done map[slot]bool) (string, error) {
-	buf := make([]byte, nodeLockOff)
+	buf := make([]byte, s.t.nodeReadBytes(sl))
 	if err := s.c.Read(ctx, sl.addr(), buf); err != nil {
 		return "", err
 	}
 	// The children first: a child published since the last walk is read
 	// one round trip after the node.
-	for i := range 256 {
+	for i := range slotsRead(buf) {
 		c := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
 		var p string
 		var err error
 		switch {
-		case !c.isChild() || done[c]:
-			continue
+		case !c.isChild() || done[c] || c.isFrozen():
+			continue // a frozen slot's node is moving: nobody uses what it names
 		case c.isLeaf():
 			if p, err = unpublishedLeaf(ctx, s, nodeSlotAddr(sl.addr(), i), c); p == "" && err == nil {
 				done[c] = true

@@ -151,6 +151,13 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte, split bo
 			(st != leafTorn && s.reused(cur, v.meta)) || (st == leafTorn && s.mayBeReused(cur)):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
+				if st == leafOK && v.rev != cur.addr && !cur.cached {
+					// Possibly a move that died before pointing the leaf at
+					// its new slot (docs/smart-node-growth.md).
+					if _, err := s.unfinishedMove(ctx, cur, v.rev); err != nil {
+						return 0, v, cur, err
+					}
+				}
 			} else if st == leafRetired && lockOld != lockRetired {
 				// Retired under a lock: an unlink in progress, or one whose
 				// client died before or after its slot CAS (I9).
@@ -294,6 +301,11 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 		return false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
+		if got == cur.sl|slotFrozen {
+			// The node holding the slot is moving: undo and start again.
+			s.dropUnlinked(na, class)
+			return false, cur.with(got), s.unlock(ctx, old, meta)
+		}
 		return false, cur, lockedSlotChanged(cur, got)
 	}
 	return true, cur, s.retire(ctx, old)

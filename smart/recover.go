@@ -249,13 +249,21 @@ func (s *session) relink(ctx context.Context, a remote.Addr, key []byte, rev rem
 	opEnc := s.enc
 	s.enc = appendEncoded(nil, key)
 	defer func() { s.enc = opEnc }()
-	root, err := s.root(ctx)
-	if err != nil {
-		return err
-	}
-	d, err := s.descend(ctx, s.enc, root)
-	if err != nil || d.out != atLeaf || d.cur.sl.addr() != a || d.cur.addr == rev {
-		return err
+	var d descent
+	for attempt := 0; ; attempt++ {
+		root, err := s.root(ctx)
+		if err != nil {
+			return err
+		}
+		d, err = s.descend(ctx, s.enc, root)
+		if err == errRestart && attempt < s.t.retryBudget {
+			s.retries = 0 // a node on the path was moving: this lock is ours until released
+			continue
+		}
+		if err != nil || d.out != atLeaf || d.cur.sl.addr() != a || d.cur.addr == rev {
+			return err
+		}
+		break
 	}
 	var w [8]byte
 	binary.LittleEndian.PutUint64(w[:], uint64(d.cur.addr))
@@ -333,6 +341,13 @@ func (s *session) redoOps(ctx context.Context, ops []remote.Op, target remote.Ad
 // Anything else is left for the traversal to read again.
 func (s *session) repairFlag(cur cursor, revAddr remote.Addr) func(context.Context, remote.Addr) error {
 	return func(ctx context.Context, rev remote.Addr) error {
+		if !s.t.opts.PaperNodes && !cur.sl.isLeaf() {
+			// The flag may be a node move's (docs/smart-node-growth.md): once
+			// anything is frozen, it is finished, never undone.
+			if moved, err := s.repairMove(ctx, cur.sl.addr()); err != nil || moved {
+				return err
+			}
+		}
 		w, err := s.readWord(ctx, cur.addr)
 		if err != nil || slot(w).addr() != cur.sl.addr() {
 			return err

@@ -177,7 +177,19 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 			return err
 		}
 		sc.s.touch()
-		if err := sc.round(ctx); err != nil {
+		if err := sc.round(ctx); err != errRestart {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		// A node on the way was moving (docs/smart-node-growth.md): the
+		// frontier may name its slots, which stop counting once it moved;
+		// continue after the last pair yielded, from the root.
+		if resumes++; resumes > sc.s.t.retryBudget {
+			return fmt.Errorf("%w: scan: met moving nodes %d times in a row", ErrContention, resumes-1)
+		}
+		if err := sc.restartPast(ctx); err != nil {
 			return err
 		}
 	}
@@ -200,6 +212,11 @@ func (sc *scanner) resume(ctx context.Context) error {
 	if err := sc.s.renew(); err != nil {
 		return err
 	}
+	return sc.restartPast(ctx)
+}
+
+// restartPast starts the scan again past the last pair yielded.
+func (sc *scanner) restartPast(ctx context.Context) error {
 	if sc.last != nil {
 		if sc.desc {
 			sc.hi = sc.last
@@ -304,6 +321,9 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 	if err != nil {
 		return next, err
 	}
+	if slot(w).isFrozen() {
+		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.node)
+	}
 	if slot(w).addr() == e.cur.sl.addr() {
 		if sc.s.t.opts.Reclaim && !e.cur.confirmed {
 			// With reclamation the content counts only if read after a
@@ -341,6 +361,9 @@ const maxScanRetries = 1 << 12
 // range take its place in key order.
 func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) ([]entry, error) {
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	if h.isForwarded() {
+		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
+	}
 	depth := len(e.path) + 1
 	if e.root {
 		depth = 0
@@ -358,6 +381,9 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 			return next, err
 		}
 		e.cur.sl = slot(w)
+		if e.cur.sl.isFrozen() {
+			return next, sc.s.movingRestart(ctx, cursor{}, e.cur.node)
+		}
 		return sc.again(next, e)
 	}
 	sc.tmp = append(sc.tmp[:0], e.path...)
@@ -376,7 +402,11 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 	// them without sorting.
 	var at [256]int16 // slot index + 1 of each partial key
 	for i := range e.cur.sl.nodeType().capacity() {
-		if sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])); sl.isChild() {
+		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+		if sl.isFrozen() {
+			return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
+		}
+		if sl.isChild() {
 			at[sl.partial()] = int16(i + 1)
 		}
 	}
@@ -392,7 +422,7 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
 		sc.tmp = append(append(sc.tmp[:0], path...), sl.partial())
 		if sc.overlaps(sc.tmp) {
-			next = append(next, entry{cur: cursor{addr: nodeSlotAddr(e.cur.sl.addr(), i), sl: sl, depth: len(path) + 1}, path: path})
+			next = append(next, entry{cur: cursor{addr: nodeSlotAddr(e.cur.sl.addr(), i), sl: sl, depth: len(path) + 1, node: e.cur.sl.addr()}, path: path})
 		}
 	}
 	return next, nil

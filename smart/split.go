@@ -59,6 +59,14 @@ func nodeSlotAddr(node remote.Addr, i int) remote.Addr {
 func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
 	n := &s.node
 	b := s.enc[d.pos]
+	limit := 256
+	if !s.t.opts.PaperNodes {
+		// By size class a node holds its type's slots: a full one moves.
+		limit = n.typ.capacity()
+		if n.firstEmpty() >= limit {
+			return s.growNode(ctx, d, key, value)
+		}
+	}
 	class := classFor(leafPayload(len(key), len(value)))
 	la, err := s.allocLeaf(ctx, n.addr.MN(), class)
 	if err != nil {
@@ -77,7 +85,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	s.img = leafImage(s.img, n.slotAddr(j), key, value, class, s.t.epoch())
 	want := leafSlot(b, class, la)
 	ops := append(s.batch(), remote.Write(la, s.img))
-	for ; j < 256; j++ {
+	for ; j < limit; j++ {
 		if ops, err = s.link(ctx, ops, remote.CAS(n.slotAddr(j), 0, uint64(want))); err != nil {
 			return false, d.cur, err
 		}
@@ -104,6 +112,11 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 		// the node's memory node).
 		s.img = putWord(s.img[:0], uint64(n.slotAddr(j+1)))
 		ops = append(s.batch(), remote.Write(la.Add(leafRevOff), s.img[:8]))
+	}
+	if limit < 256 {
+		// Other inserts filled the node: read it again, and move it.
+		s.dropUnlinked(la, class)
+		return false, d.cur, nil
 	}
 	return false, d.cur, corruptf("node %v has no free slot for partial key %#02x", n.addr, b)
 }
@@ -168,8 +181,11 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		s.unlockAsync(ctx, cur.sl)
 		return false, cur, err
 	}
-	s.img = putWord(s.img[:0], uint64(nodeSlotAddr(chain.final, 0)))
-	ops := append(s.stagedOps(), remote.Write(cur.sl.addr().Add(leafRevOff), s.img[:8]))
+	// The reverse pointer moves by CAS: a move of the node holding cur's
+	// slot may point it at the slot's new copy meanwhile, and then the
+	// split fails on the frozen slot (docs/smart-node-growth.md).
+	revAt, newRev := cur.sl.addr().Add(leafRevOff), nodeSlotAddr(chain.final, 0)
+	ops := append(s.stagedOps(), remote.CAS(revAt, uint64(cur.addr), uint64(newRev)))
 	repl := nodeSlot(cur.sl.partial(), node4, chain.first)
 	var ok bool
 	var next cursor
@@ -181,6 +197,16 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 			got := slot(ops[len(ops)-1].Old)
 			ok, next = got == cur.sl, cur.with(got)
 		}
+	}
+	if err == nil && !ok && next.sl == cur.sl|slotFrozen {
+		// The node holding the slot is moving: put the reverse pointer back
+		// (unless the mover already moved it), release, and start again.
+		if _, err := s.c.CAS(ctx, revAt, uint64(newRev), uint64(cur.addr)); err != nil {
+			return false, next, err
+		}
+		s.dropUnlinked(chain.leaf, chain.leafClass)
+		s.unlockAsync(ctx, cur.sl)
+		return false, next, nil
 	}
 	if err == nil && !ok {
 		return false, next, lockedSlotChanged(cur, next.sl)
@@ -205,6 +231,8 @@ type chain struct {
 	h                header      // final's header
 	n                int         // nodes before final
 	oldSlot, newSlot slot        // final's slots: the old leaf, the new one
+	leaf             remote.Addr // the new leaf
+	leafClass        int
 }
 
 // buildChain allocates and stages the nodes of a leaf split at cur whose
@@ -215,7 +243,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	e1, e2 := s.enc, s.enc2
 	var c chain
 	c.n = (lcp - cur.depth) / 7
-	first, err := s.c.AllocOn(ctx, -1, nodeAllocBytes, addrAlign)
+	first, err := s.c.AllocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
 	if err != nil {
 		return c, err
 	}
@@ -228,7 +256,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
 	node, rev, d := first, cur.addr, cur.depth
 	for range c.n {
-		next, err := s.allocNear(ctx, mn, nodeAllocBytes)
+		next, err := s.allocNear(ctx, mn, s.t.nodeAlloc(node4))
 		if err != nil {
 			return c, err
 		}
@@ -240,6 +268,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	c.h = makeHeader(d, node4, e1[d:lcp])
 	c.oldSlot = leafSlot(e2[lcp], cur.sl.leafClass(), cur.sl.addr())
 	c.newSlot = leafSlot(e1[lcp], class, la)
+	c.leaf, c.leafClass = la, class
 	s.stage(node, nodeImage(s.img, rev, c.h, c.oldSlot, c.newSlot))
 	s.stage(la, leafImage(s.img, nodeSlotAddr(node, 1), key, value, class, s.t.epoch()))
 	return c, nil
@@ -266,8 +295,10 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		// read the slot again.
 		return false, cur, s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
 	}
-	if s.lost() {
-		return false, cur, errRestart // the split was decided on what may be reused memory (I8)
+	if s.lost() || revOld == 0 {
+		// Decided on what may be reused memory (I8), or on a node that
+		// moved out (its reverse pointer is nil): read the slot again.
+		return false, cur, errRestart
 	}
 	mark := remote.CAS(revAddr, uint64(revOld), uint64(revOld|revMoving))
 	if onNode(ops, cur.addr.MN()) {
@@ -309,13 +340,27 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		}
 	}
 	if err != nil || !ok {
-		s.lockOps[0] = remote.CAS(revAddr, uint64(revOld|revMoving), uint64(revOld))
-		if perr := s.c.Post(ctx, s.lockOps[:1]); err == nil {
-			err = perr
+		if cerr := s.clearFlag(ctx, revAddr, revOld|revMoving); err == nil {
+			err = cerr
 		}
 		return false, next, err
 	}
 	return true, cur, after()
+}
+
+// clearFlag clears the moving flag this session set on the reverse pointer
+// at revAddr (to flagged), whatever address part it holds by now: a move of
+// the node holding the slot it names may have pointed it at the slot's new
+// copy, keeping the flag (docs/smart-node-growth.md).
+func (s *session) clearFlag(ctx context.Context, revAddr, flagged remote.Addr) error {
+	w := uint64(flagged)
+	for {
+		old, err := s.c.CAS(ctx, revAddr, w, w&^uint64(revMoving))
+		if err != nil || old == w || remote.Addr(old)&revMoving == 0 {
+			return err
+		}
+		w = old
+	}
 }
 
 // waitMoving backs off while another split of an object holds its
@@ -356,7 +401,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	m := d.mismatchAt
 	pos := cur.depth + m
 	nodeAddr, h, typ := n.addr, n.h, n.typ
-	ma, err := s.c.AllocOn(ctx, -1, nodeAllocBytes, addrAlign)
+	ma, err := s.c.AllocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
 	if err != nil {
 		return false, cur, err
 	}

@@ -81,12 +81,15 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 		return nil
 	}
 	w.seen[a] = true
-	buf := make([]byte, nodeAllocBytes)
+	buf := make([]byte, w.s.t.nodeReadBytes(cur.sl))
 	if err := w.s.c.Read(ctx, a, buf); err != nil {
 		return err
 	}
 	rev := remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	if !w.s.t.opts.PaperNodes && rev&revMoving != 0 && (h.isForwarded() || frozenIn(buf)) {
+		return w.moving(ctx, cur, rev, buf)
+	}
 	if rev&revMoving != 0 {
 		if err := w.flag(ctx, a.Add(nodeRevOff), rev, cur.addr, func(ctx context.Context) error {
 			return w.s.lowerTo(ctx, a, depth)
@@ -106,7 +109,7 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 		w.recovered++
 	}
 	want := cur.sl.nodeType()
-	for i := 255; i >= h.nodeType().capacity(); i-- {
+	for i := slotsRead(buf) - 1; i >= h.nodeType().capacity(); i-- {
 		if !slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).isEmpty() {
 			want = max(want, typeFor(i)) // an insert behind the capacity that died before raising the type
 			break
@@ -138,9 +141,14 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 	}
 	// The children's depth from the node's own header (depth and prefix),
 	// which stays right while a header split has not lowered it yet.
-	childDepth := h.depth() + h.prefixLen() + 1
-	for i := range 256 {
-		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+	return w.children(ctx, a, buf, h.depth()+h.prefixLen()+1)
+}
+
+// children sweeps the children of the node at a read into buf, whose
+// depth is childDepth.
+func (w *sweeper) children(ctx context.Context, a remote.Addr, buf []byte, childDepth int) error {
+	for i := range slotsRead(buf) {
+		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).thawed()
 		child := cursor{addr: nodeSlotAddr(a, i), sl: sl, depth: childDepth, node: a}
 		var err error
 		switch {
@@ -155,6 +163,53 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 		}
 	}
 	return nil
+}
+
+// moving handles a node found moving (docs/smart-node-growth.md), read
+// into buf through cur: in the first walk the flag is noted and the
+// children are swept as the frozen slots name them; in the second, a move
+// whose flag stood still is finished, and the node that replaced it is
+// swept.
+func (w *sweeper) moving(ctx context.Context, cur cursor, rev remote.Addr, buf []byte) error {
+	a := cur.sl.addr()
+	at := a.Add(nodeRevOff)
+	if !w.second {
+		if w.watched[at] == nil {
+			w.watched[at] = &watched{word: uint64(rev)}
+		}
+		h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+		if h.isForwarded() {
+			return nil // its successor holds the same children
+		}
+		return w.children(ctx, a, buf, h.depth()+h.prefixLen()+1)
+	}
+	if o := w.watched[at]; o == nil || o.word != uint64(rev) {
+		return nil
+	}
+	delete(w.watched, at)
+	if _, err := w.s.repairMove(ctx, a); err != nil {
+		return err
+	}
+	w.recovered++
+	p, err := w.s.readWord(ctx, cur.addr)
+	if err != nil || slot(p).isLeaf() || !slot(p).isChild() || slot(p).isFrozen() {
+		return err
+	}
+	return w.node(ctx, cur.with(slot(p)), cur.depth)
+}
+
+// slotsRead is how many slots a node read into buf (by nodeReadBytes)
+// holds: 256 behind the lock word of PaperNodes, else its type's.
+func slotsRead(buf []byte) int { return min(256, (len(buf)-nodeSlotsOff)/8) }
+
+// frozenIn reports whether a node read into buf has a frozen slot.
+func frozenIn(buf []byte) bool {
+	for i := range slotsRead(buf) {
+		if slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).isFrozen() {
+			return true
+		}
+	}
+	return false
 }
 
 // leaf sweeps the leaf cur leads to.

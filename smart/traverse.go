@@ -81,6 +81,9 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 	}
 	n.rev = remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
 	n.h = header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	if n.h.isForwarded() {
+		return false, s.movingRestart(ctx, cur, n.addr)
+	}
 	ht := n.h.nodeType()
 	if ht < node4 || ht > node256 {
 		return false, nil
@@ -114,6 +117,9 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 	n.typ = t
 	for i := range t.capacity() {
 		n.slots[i] = slot(binary.LittleEndian.Uint64(s.nodeBuf[nodeSlotsOff+8*i:]))
+		if n.slots[i].isFrozen() {
+			return false, s.movingRestart(ctx, cur, n.addr)
+		}
 	}
 	if n.h.depth() > cur.depth {
 		return false, nil
@@ -148,6 +154,9 @@ type descent struct {
 // key leaves the tree.
 func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent, error) {
 	for {
+		if cur.sl.isFrozen() {
+			return descent{}, s.movingRestart(ctx, cur, cur.node)
+		}
 		if cur.sl.isTombstone() {
 			if cur.cached {
 				// A snapshot's tombstone may have been reused since.
@@ -208,6 +217,11 @@ func (s *session) reread(ctx context.Context, cur cursor) (cursor, error) {
 	w, err := s.readWord(ctx, cur.addr)
 	if err != nil {
 		return cur, err
+	}
+	if slot(w).isFrozen() {
+		// The node holding the slot is moving or moved: what the slot
+		// holds no longer counts (docs/smart-node-growth.md).
+		return cur, s.movingRestart(ctx, cur, cur.node)
 	}
 	cur.confirmed = cur.sl.isLeaf() && slot(w) == cur.sl
 	cur.sl, cur.cached = slot(w), false

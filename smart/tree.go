@@ -58,6 +58,7 @@ const (
 	formatMagicMask       = 1<<56 - 1
 	variantLockedInternal = 1 << 56
 	variantReclaim        = 1 << 57
+	variantNodeClasses    = 1 << 58
 )
 
 // formatWord returns the format word of a tree opened with opts.
@@ -69,6 +70,9 @@ func formatWord(opts Options) uint64 {
 	if opts.Reclaim {
 		w |= variantReclaim
 	}
+	if !opts.PaperNodes {
+		w |= variantNodeClasses
+	}
 	return w
 }
 
@@ -78,6 +82,11 @@ func variantName(w uint64) string {
 	if w&variantLockedInternal != 0 {
 		name = "locked internal nodes (LockedInternal)"
 	}
+	if w&variantNodeClasses != 0 {
+		name += " by size class"
+	} else if w&variantLockedInternal == 0 {
+		name += " of 256 slots (PaperNodes)"
+	}
 	if w&variantReclaim != 0 {
 		name += " with memory reclamation (Reclaim)"
 	}
@@ -86,15 +95,18 @@ func variantName(w uint64) string {
 
 // Open opens the tree named opts.Name in cn's pool, creating it if needed.
 // Trees opened under one name on several compute nodes are one tree; they
-// must agree on Options.LockedInternal and Options.Reclaim (the protocol
-// variant, recorded in the tree when it is created), or Open fails with
-// ErrOptionsMismatch.
+// must agree on Options.LockedInternal, Options.Reclaim and
+// Options.PaperNodes (the protocol variant, recorded in the tree when it is
+// created), or Open fails with ErrOptionsMismatch.
 func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if cn == nil {
 		return nil, fmt.Errorf("smart: Open: %w: nil compute node", remote.ErrBadRequest)
 	}
 	if opts.Name == "" {
 		opts.Name = "smart"
+	}
+	if opts.LockedInternal {
+		opts.PaperNodes = true // its node lock word sits behind 256 slots
 	}
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = DefaultRetryBudget
@@ -138,8 +150,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 }
 
 // initRoot creates the root node if the tree is new. The root is an
-// internal node at depth 0 with no prefix whose address never changes; its
-// slot in the named region carries its type.
+// internal node at depth 0 with no prefix whose address never changes (by
+// size class it is created as a NODE_256, which never moves); its slot in
+// the named region carries its type.
 func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 	magic := region.Add(8)
 	want := formatWord(s.t.opts)
@@ -157,18 +170,42 @@ func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 	if err != nil || w != 0 {
 		return err
 	}
-	a, err := s.c.AllocOn(ctx, -1, nodeAllocBytes, addrAlign)
+	typ := node4
+	if !s.t.opts.PaperNodes {
+		typ = node256
+	}
+	a, err := s.c.AllocOn(ctx, -1, s.t.nodeAlloc(typ), addrAlign)
 	if err != nil {
 		return err
 	}
-	img := make([]byte, node4.readBytes())
+	img := make([]byte, typ.readBytes())
 	binary.LittleEndian.PutUint64(img[nodeRevOff:], uint64(region))
-	binary.LittleEndian.PutUint64(img[nodeHeaderOff:], uint64(makeHeader(0, node4, nil)))
+	binary.LittleEndian.PutUint64(img[nodeHeaderOff:], uint64(makeHeader(0, typ, nil)))
 	if err := s.c.Write(ctx, a, img); err != nil {
 		return err
 	}
-	_, err = s.c.CAS(ctx, region, 0, uint64(nodeSlot(0, node4, a)))
+	_, err = s.c.CAS(ctx, region, 0, uint64(nodeSlot(0, typ, a)))
 	return err // a lost race leaves the other opener's root in place
+}
+
+// nodeAlloc is the allocation of a new internal node of type typ: its
+// size class, or room for 256 slots (and the lock word of LockedInternal)
+// with Options.PaperNodes.
+func (t *Tree) nodeAlloc(typ nodeType) int {
+	if t.opts.PaperNodes {
+		return nodeAllocBytes
+	}
+	return typ.allocBytes()
+}
+
+// nodeReadBytes is how much of the node sl names a walk of the whole
+// structure reads: all 256 slots with Options.PaperNodes (slots behind the
+// type may be in use while a type switch completes), else its type's.
+func (t *Tree) nodeReadBytes(sl slot) int {
+	if t.opts.PaperNodes {
+		return nodeAllocBytes
+	}
+	return sl.nodeType().readBytes()
 }
 
 // Close releases the tree's compute-node state; later calls return

@@ -62,7 +62,7 @@ func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
 		return corruptf("node %v reachable twice", a)
 	}
 	v.seen[a] = true
-	buf := make([]byte, nodeAllocBytes)
+	buf := make([]byte, v.s.t.nodeReadBytes(cur.sl))
 	if err := v.s.c.Read(ctx, a, buf); err != nil {
 		return err
 	}
@@ -75,8 +75,12 @@ func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
 		return corruptf("I5: node %v: reverse pointer %v, parent slot is %v", a, rev, cur.addr)
 	case h.depth() != len(path):
 		return corruptf("I5: node %v: header depth %d, path length %d", a, h.depth(), len(path))
+	case h.isForwarded():
+		return corruptf("node %v: forwarded to %v (moved) but still linked", a, h.successor())
 	case h.nodeType() < node4 || h.nodeType() > node256:
 		return corruptf("node %v: bad header type %d", a, h.nodeType())
+	case !v.s.t.opts.PaperNodes && cur.sl.nodeType() != h.nodeType():
+		return corruptf("node %v: parent slot type %v, header type %v (size classes switch type by moving)", a, cur.sl.nodeType(), h.nodeType())
 	case cur.sl.nodeType() > h.nodeType():
 		return corruptf("I5: node %v: parent slot type %v ahead of header type %v", a, cur.sl.nodeType(), h.nodeType())
 	case v.s.t.opts.LockedInternal && binary.LittleEndian.Uint64(buf[nodeLockOff:]) != 0:
@@ -89,10 +93,13 @@ func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
 	var order [256]int
 	var used [256]bool
 	n := 0
-	for i := range 256 {
+	for i := range slotsRead(buf) {
 		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
 		if sl.isEmpty() {
 			continue
+		}
+		if sl.isFrozen() {
+			return corruptf("node %v: slot %d frozen (%v) but the node is linked and not moving", a, i, sl)
 		}
 		if i >= h.nodeType().capacity() {
 			return corruptf("I5: node %v: slot %d used beyond type %v", a, i, h.nodeType())

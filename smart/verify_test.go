@@ -39,27 +39,27 @@ func TestVerifyReportsUnfinishedSplit(t *testing.T) {
 	// The reverse pointer of the first inner node below the root and of
 	// the first leaf below that node.
 	var node, leaf remote.Addr
-	buf := make([]byte, nodeAllocBytes)
-	for at := root.sl.addr(); leaf == 0; {
-		if err := s.c.Read(ctx, at, buf); err != nil {
+	for at := root.sl; leaf == 0; {
+		buf := make([]byte, tr.nodeReadBytes(at))
+		if err := s.c.Read(ctx, at.addr(), buf); err != nil {
 			t.Fatal(err)
 		}
-		next := remote.Addr(0)
-		for i := range 256 {
+		var next slot
+		for i := range slotsRead(buf) {
 			c := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
 			switch {
 			case !c.isChild():
-			case c.isLeaf() && at != root.sl.addr() && leaf == 0:
+			case c.isLeaf() && at != root.sl && leaf == 0:
 				leaf = c.addr().Add(leafRevOff)
 			case !c.isLeaf() && next == 0:
-				next = c.addr()
+				next = c
 			}
 		}
 		if next == 0 && leaf == 0 {
 			t.Fatal("no inner node below the root holds a leaf")
 		}
 		if node == 0 {
-			node = next.Add(nodeRevOff)
+			node = next.addr().Add(nodeRevOff)
 		}
 		at = next
 	}

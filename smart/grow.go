@@ -1,0 +1,492 @@
+package smart
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/dmindex/dmindex/internal/registry"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// A node allocated by size class that is full moves to a node of the next
+// type (docs/smart-node-growth.md):
+//
+//	M1  CAS(N.rev: r → r|moving)
+//	M2  [CAS(N.slot[i]: v_i → v_i|frozen)]               until every slot is frozen
+//	M3  [W(leaf), W(N'), CAS(N.header: h → fwd(N'))]     the forward is set once
+//	M4  [CAS(p: N → N'), CAS(child_i.rev: N.slot[i] → N'.slot[i])]
+//	M5  children whose CAS failed, again
+//	M6  CAS(N.rev: x|moving → x)
+//
+// Everything after M3 is idempotent and is also what a repairer of a mover
+// that died does (repairMove).
+
+// moving is a node move from M3 on: the frozen node, what its slots held,
+// and its successor.
+type moving struct {
+	node   remote.Addr // N
+	parent remote.Addr // the node holding N's parent slot, if known (0: not)
+	typ    nodeType    // N's type
+	h      header      // N's header before the forward
+	slots  []slot      // N's slots, thawed
+	to     remote.Addr // N'
+	depth  int         // the depth of N's children (their slots' keys)
+}
+
+// growNode is the insert into a full node allocated by size class: move it
+// to a node of the next type holding the new leaf in the slot after the
+// old ones. Like a normal insert it linearizes at the CAS that publishes
+// (M4). Its cost is five round trips when N, N' and the leaf share a
+// memory node; a node moves at most six times in its life.
+func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
+	n := &s.node
+	cur := d.cur
+	if n.typ >= node256 {
+		return false, cur, corruptf("node %v: NODE_256 full without partial key %#02x", n.addr, s.enc[d.pos])
+	}
+	if cur.cached {
+		// The move publishes at the slot that led here: read it first.
+		cur, err := s.reread(ctx, cur)
+		return false, cur, err
+	}
+	if n.rev&revMoving != 0 {
+		// A header split or another move of N is under way: wait for it
+		// (and repair it after a lease), then start again.
+		if err := s.waitMoving(ctx, n.addr.Add(nodeRevOff), s.repairFlag(cur, n.addr.Add(nodeRevOff))); err != nil {
+			return false, cur, err
+		}
+		return false, cur, errRestart
+	}
+	if cur.addr != n.rev {
+		// The node's reverse pointer does not name the slot that led here:
+		// a split or a move above is unfinished. The move publishes at the
+		// slot the reverse pointer names, so let that finish first.
+		if _, err := s.unfinishedMove(ctx, cur, n.rev); err != nil {
+			return false, cur, err
+		}
+		return false, cur, s.backoffRestart()
+	}
+	if s.lost() {
+		return false, cur, errRestart // decided on what may be reused memory (I8)
+	}
+	// The successor and the leaf first: a move that cannot allocate them
+	// changes nothing.
+	class := classFor(leafPayload(len(key), len(value)))
+	nt := n.typ + 1
+	to, err := s.allocNear(ctx, n.addr.MN(), s.t.nodeAlloc(nt))
+	if err != nil {
+		return false, cur, err
+	}
+	la, err := s.allocLeaf(ctx, to.MN(), class)
+	if err != nil {
+		return false, cur, s.dropNode(to, nt, err)
+	}
+	revAddr := n.addr.Add(nodeRevOff)
+	// M1: the mark; fails if a header split or another move of N is under way.
+	old, err := s.c.CAS(ctx, revAddr, uint64(n.rev), uint64(n.rev|revMoving))
+	if err == nil && old != uint64(n.rev) {
+		err = s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
+		if err == nil {
+			err = errRestart
+		}
+	}
+	if err != nil {
+		s.dropUnlinked(la, class)
+		return false, cur, s.dropNode(to, nt, err)
+	}
+	ctx = context.WithoutCancel(ctx) // a flagged node is always moved
+	if lost, err := s.flagLost(ctx, revAddr, n.rev|revMoving); err != nil || lost {
+		// Silent for so long that a waiter may have judged the mark dead
+		// and cleared it: freeze nothing.
+		if err == nil {
+			err = errRestart
+		}
+		s.dropUnlinked(la, class)
+		return false, cur, s.dropNode(to, nt, err)
+	}
+	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, depth: d.pos + 1}
+	if mv.slots, err = s.freeze(ctx, n.addr, n.slots[:n.typ.capacity()]); err != nil {
+		return false, cur, err
+	}
+	// M3: the new leaf and N', complete before the forward lands.
+	j := n.typ.capacity()
+	succ, err := s.forward(ctx, &mv, n.rev, func() slot {
+		s.stage(la, leafImage(s.img, nodeSlotAddr(to, j), key, value, class, s.t.epoch()))
+		return leafSlot(s.enc[d.pos], class, la)
+	})
+	if err != nil {
+		return false, cur, err
+	}
+	if succ != to {
+		// A repairer forwarded N while this client was stopped for a lease:
+		// its successor holds N's slots without this insert.
+		s.dropUnlinked(la, class)
+		return false, cur, s.dropNode(to, nt, errRestart)
+	}
+	_, err = s.completeMove(ctx, &mv, n.rev, cur.sl)
+	return true, cur, err
+}
+
+// dropNode gives back a node that was allocated and never written where
+// anyone could see it, and returns err.
+func (s *session) dropNode(a remote.Addr, t nodeType, err error) error {
+	_ = s.c.Free(a, s.t.nodeAlloc(t)) // a failure only leaks it
+	return err
+}
+
+// backoffRestart backs off once and restarts the operation.
+func (s *session) backoffRestart() error {
+	if err := s.retry(); err != nil {
+		return err
+	}
+	s.c.Backoff(s.retries)
+	return errRestart
+}
+
+// freeze is M2: it freezes every slot of the node at node (snapshot holds
+// the values last read) and returns what they held, thawed.
+func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot) ([]slot, error) {
+	vals := append([]slot(nil), snapshot...)
+	for i := range vals {
+		vals[i] = vals[i].thawed()
+	}
+	frozen := make([]bool, len(vals))
+	for left := len(vals); left > 0; {
+		ops := s.batch()
+		idx := make([]int, 0, left)
+		for i, v := range vals {
+			if !frozen[i] {
+				ops = append(ops, remote.CAS(nodeSlotAddr(node, i), uint64(v), uint64(v|slotFrozen)))
+				idx = append(idx, i)
+			}
+		}
+		if err := s.do(ctx, ops); err != nil {
+			return nil, err
+		}
+		for k, i := range idx {
+			got := slot(ops[k].Old)
+			switch {
+			case ops[k].Succeeded() || got.isFrozen():
+				frozen[i] = true
+				vals[i] = got.thawed()
+				left--
+			default:
+				vals[i] = got // a split, update or delete won: again
+			}
+		}
+	}
+	return vals, nil
+}
+
+// forward is M3: it writes N' (the successor mv.to, of the next type)
+// holding mv.slots and, if extra is set, what extra stages (the new leaf)
+// and the slot it returns, after them; then it CASes N's header from mv.h
+// to the forward, in one batch when every write goes to N's memory node.
+// It returns the successor whose forward landed: mv.to, or the one a
+// repairer (or a stale mover) set first. A header split's second step may
+// lower N's header meanwhile (its depth and prefix): N' then takes the new
+// header, and the forward is tried again.
+func (s *session) forward(ctx context.Context, mv *moving, rev remote.Addr, extra func() slot) (remote.Addr, error) {
+	for {
+		s.staged, s.pieces = s.staged[:0], s.pieces[:0]
+		slots := mv.slots
+		if extra != nil {
+			slots = append(slots[:len(slots):len(slots)], extra())
+		}
+		s.stage(mv.to, nodeImage(s.img, rev, mv.h.withType(mv.typ+1), slots...))
+		ops, err := s.link(ctx, s.stagedOps(), remote.CAS(mv.node.Add(nodeHeaderOff), uint64(mv.h), uint64(forwarded(mv.typ, mv.to))))
+		if err != nil {
+			return 0, err
+		}
+		switch got := header(ops[len(ops)-1].Old); {
+		case got == mv.h:
+			return mv.to, nil
+		case got.isForwarded():
+			return got.successor(), nil
+		default:
+			mv.h = got
+		}
+	}
+}
+
+// completeMove is M4–M6 of the move of mv.node, whose successor mv.to
+// holds mv.slots (thawed) at the same indexes, from the reverse pointer rev
+// (the parent slot) read with the node, which held pw (0: unknown): point
+// the children at their new slots (one batch, then again for those whose
+// CAS failed), publish, and mark N unlinked. The children come first so
+// that N' is complete before it is linked (I3): nothing can build on a
+// child of N' before the publish, since N's slots are frozen. Anyone may
+// run it (the mover, or a repairer of a mover that died): every step is
+// idempotent. published reports whether this call linked N'.
+func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr, pw slot) (published bool, err error) {
+	// M4: every child's reverse pointer to its new slot.
+	ops := s.batch()
+	for i, sl := range mv.slots {
+		if sl.isChild() {
+			ops = append(ops, remote.CAS(sl.addr().Add(leafRevOff), uint64(nodeSlotAddr(mv.node, i)), uint64(nodeSlotAddr(mv.to, i))))
+		}
+	}
+	if err := s.do(ctx, ops); err != nil {
+		return false, err
+	}
+	failed := make([]bool, len(mv.slots))
+	k := 0
+	for i, sl := range mv.slots {
+		if sl.isChild() {
+			failed[i] = !ops[k].Succeeded()
+			k++
+		}
+	}
+	for i, sl := range mv.slots {
+		if failed[i] {
+			if err := s.fixRev(ctx, sl, nodeSlotAddr(mv.node, i), nodeSlotAddr(mv.to, i), mv.depth); err != nil {
+				return false, err
+			}
+		}
+	}
+	// M5: publish.
+	revAddr := mv.node.Add(nodeRevOff)
+	p := rev
+	for attempt := 0; ; attempt++ {
+		if pw.isEmpty() {
+			w, err := s.readWord(ctx, p)
+			if err != nil {
+				return false, err
+			}
+			pw = slot(w)
+		}
+		if pw.thawed().addr() != mv.node || pw.isLeaf() {
+			break // published (by this client or a repairer)
+		}
+		if pw.isFrozen() {
+			// The parent is moving: its completing steps point N's reverse
+			// pointer at the parent's successor slot; publish there.
+			if attempt >= maxLockAttempts {
+				return false, fmt.Errorf("%w: the parent of moving node %v did not finish its move", ErrContention, mv.node)
+			}
+			s.c.Backoff(attempt)
+			rw, err := s.readWord(ctx, revAddr)
+			if err != nil {
+				return false, err
+			}
+			if rw == 0 {
+				return false, nil // another completer finished the move (M6)
+			}
+			if np := remote.Addr(rw) &^ revMoving; np != p {
+				p, mv.parent = np, 0
+			} else if mv.parent != 0 && attempt%judgeEvery == judgeEvery-1 {
+				if err := s.awaitMove(ctx, mv.parent); err != nil {
+					return false, err
+				}
+			}
+			pw = 0
+			continue
+		}
+		// N' first names p as its parent slot if the parent moved (I3).
+		ops := s.batch()
+		if p != rev {
+			s.img = putWord(s.img[:0], uint64(p))
+			ops = append(ops, remote.Write(mv.to.Add(nodeRevOff), s.img[:8]))
+		}
+		ops, err := s.link(ctx, ops, remote.CAS(p, uint64(pw), uint64(nodeSlot(pw.partial(), mv.typ+1, mv.to))))
+		if err != nil {
+			return false, err
+		}
+		if published = ops[len(ops)-1].Succeeded(); published {
+			break
+		}
+		pw = 0
+	}
+	// M6: N is unlinked for good: its reverse pointer becomes nil, so no
+	// operation holding an old snapshot of it can flag it again (M1, a
+	// header split) or take it for linked. Unsignaled: nothing depends on
+	// when it lands (a reader that meets N waits for it, and a flag that
+	// never lands, its client dead, is cleared by a repairer after a
+	// lease); the only value it can replace is p|moving, since N is no
+	// longer any parent's child.
+	s.lockOps[0] = remote.CAS(revAddr, uint64(p|revMoving), 0)
+	return published, s.c.Post(ctx, s.lockOps[:1])
+}
+
+// fixRev moves the reverse pointer of the child sl names from the slot
+// from to the slot to (M5), keeping a header split's moving flag. A value
+// that is neither, while the slot to still names the child, belongs to a
+// leaf split in flight, which will fail on the frozen slot and put it
+// back, or to a header split's second step: wait for it, and judge a
+// leaf's lock holder (I9) or a node's flag holder (a lease) while waiting.
+// Once to names another object the child moved on, and nothing is left
+// to do.
+func (s *session) fixRev(ctx context.Context, sl slot, from, to remote.Addr, depth int) error {
+	at := sl.addr().Add(leafRevOff)
+	var watch registry.Watch
+	for attempt := 0; ; attempt++ {
+		w, err := s.readWord(ctx, at)
+		if err != nil {
+			return err
+		}
+		switch a := remote.Addr(w) &^ revMoving; a {
+		case to:
+			return nil
+		case from:
+			old, err := s.c.CAS(ctx, at, w, uint64(to)|w&uint64(revMoving))
+			if err != nil || old == w {
+				return err
+			}
+			continue
+		}
+		// Neither: a split of the child is in flight, or (for a repairer
+		// or a mover that came late) the child moved on from its new slot
+		// since, or the new slot's node moved in turn.
+		if tw, err := s.readWord(ctx, to); err != nil || slot(tw).isFrozen() || slot(tw).addr() != sl.addr() {
+			return err
+		}
+		if attempt >= maxLockAttempts {
+			return fmt.Errorf("%w: the reverse pointer of %v stayed at %#x (moving it from %v to %v)", ErrContention, sl, w, from, to)
+		}
+		s.c.Backoff(attempt)
+		if attempt%judgeEvery != judgeEvery-1 {
+			continue
+		}
+		if sl.isLeaf() {
+			lw, err := s.readWord(ctx, leafLockAddr(sl))
+			if err != nil {
+				return err
+			}
+			if err := s.recoverHeld(ctx, &watch, sl, lw, attempt); err != nil {
+				return err
+			}
+		} else if remote.Addr(w)&revMoving != 0 {
+			cur := cursor{addr: to, sl: sl.thawed(), depth: depth}
+			if err := s.waitMoving(ctx, at, s.repairFlag(cur, at)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// awaitMove waits while the node at node is moving (its reverse pointer
+// flagged), and repairs the move if the flag stands still for a lease.
+func (s *session) awaitMove(ctx context.Context, node remote.Addr) error {
+	return s.waitMoving(ctx, node.Add(nodeRevOff), func(ctx context.Context, _ remote.Addr) error {
+		_, err := s.repairMove(ctx, node)
+		return err
+	})
+}
+
+// movingRestart is what an operation does on a frozen slot or a forwarded
+// header of the node at node: drop the cache entry that led there, wait for
+// the move, and restart from the root.
+func (s *session) movingRestart(ctx context.Context, cur cursor, node remote.Addr) error {
+	if cur.cached {
+		s.dropEntry()
+	}
+	if err := s.awaitMove(ctx, node); err != nil {
+		return err
+	}
+	return s.backoffRestart()
+}
+
+// repairMove finishes the move of the node at node whose mover stood
+// still for a lease: freeze what is not frozen, forward to a fresh
+// successor unless the mover did, then complete (M4–M6). A node that is
+// not moving (nothing frozen, not forwarded, or not flagged) is left
+// alone; moved reports whether it was moving.
+func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool, err error) {
+	ctx = context.WithoutCancel(ctx)
+	hw, err := s.readWord(ctx, node.Add(nodeHeaderOff))
+	if err != nil {
+		return false, err
+	}
+	typ := header(hw).nodeType()
+	if typ < node4 || typ > node256 {
+		return false, corruptf("node %v has header %#x", node, hw)
+	}
+	buf := make([]byte, typ.readBytes())
+	if err := s.c.Read(ctx, node, buf); err != nil {
+		return false, err
+	}
+	rev := remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
+	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	snap := make([]slot, typ.capacity())
+	anyFrozen := false
+	for i := range snap {
+		snap[i] = slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
+		anyFrozen = anyFrozen || snap[i].isFrozen()
+	}
+	if rev&revMoving == 0 || (!anyFrozen && !h.isForwarded()) {
+		return false, nil
+	}
+	if typ == node256 {
+		return true, corruptf("NODE_256 %v is moving", node)
+	}
+	if rev&^revMoving == 0 {
+		// Moved out and unlinked (M6): the flag is a stale operation's,
+		// which fails on the slot it read and clears it.
+		return true, nil
+	}
+	rev &^= revMoving
+	mv := moving{node: node, typ: typ, h: h}
+	if mv.slots, err = s.freeze(ctx, node, snap); err != nil {
+		return true, err
+	}
+	if !h.isForwarded() {
+		mv.depth = h.depth() + h.prefixLen() + 1
+		if mv.to, err = s.allocNear(ctx, node.MN(), s.t.nodeAlloc(typ+1)); err != nil {
+			return true, err
+		}
+		succ, err := s.forward(ctx, &mv, rev, nil)
+		if err != nil {
+			return true, err
+		}
+		if succ != mv.to {
+			_ = s.dropNode(mv.to, typ+1, nil)
+			h = forwarded(typ, succ) // another repairer's
+		}
+	}
+	if h.isForwarded() {
+		mv.to = h.successor()
+		nh, err := s.readWord(ctx, mv.to.Add(nodeHeaderOff))
+		if err != nil {
+			return true, err
+		}
+		mv.depth = header(nh).depth() + header(nh).prefixLen() + 1
+	}
+	published, err := s.completeMove(ctx, &mv, rev, 0)
+	if published {
+		// Only a publish repairs what readers could see: a move that
+		// published and died before its last step left its node unlinked.
+		s.t.rstats.recovered.Add(1)
+	}
+	return true, err
+}
+
+// unfinishedMove checks a reverse pointer rev that does not name cur's
+// slot for a move that published and did not point its children at their
+// new slots (its mover died): the node at the same slot index behind rev
+// is forwarded to the node holding cur's slot. If so it waits for that
+// move (repairing it after a lease) and reports true.
+func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Addr) (bool, error) {
+	rev &^= revMoving
+	if s.t.opts.PaperNodes || cur.node == 0 || rev == cur.addr || rev == 0 {
+		return false, nil
+	}
+	// rev is a slot address (reverse pointers only ever name slots): it
+	// matters only if it is frozen and still names the child cur names.
+	w, err := s.readWord(ctx, rev)
+	if err != nil || !slot(w).isFrozen() || slot(w).addr() != cur.sl.addr() {
+		return false, err
+	}
+	idx := uint64(cur.addr - cur.node)
+	if rev.Offset() < idx+uint64(addrAlign) {
+		return false, nil
+	}
+	old := remote.Addr(uint64(rev) - idx)
+	if w, err = s.readWord(ctx, old.Add(nodeHeaderOff)); err != nil {
+		return false, err
+	}
+	if h := header(w); !h.isForwarded() || h.successor() != cur.node {
+		return false, nil
+	}
+	return true, s.awaitMove(ctx, old)
+}
