@@ -19,6 +19,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/google/btree"
 
+	"github.com/dmindex/dmindex/internal/indextest"
 	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/smart"
@@ -639,23 +640,8 @@ type growthLinOut struct {
 }
 
 var growthLinModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byKey := make(map[string][]porcupine.Operation)
-		var order []string
-		for _, op := range history {
-			k := op.Input.(growthLinIn).key
-			if _, ok := byKey[k]; !ok {
-				order = append(order, k)
-			}
-			byKey[k] = append(byKey[k], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(order))
-		for _, k := range order {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() any { return gstate{} },
+	Partition: indextest.PartitionByKey(func(in any) string { return in.(growthLinIn).key }),
+	Init:      func() any { return gstate{} },
 	Step: func(state, input, output any) (bool, any) {
 		st, in, out := state.(gstate), input.(growthLinIn), output.(growthLinOut)
 		switch in.kind {
@@ -1336,18 +1322,26 @@ func (sc *growthCrash) afterMove(ctx context.Context, p *remote.Pool, a, b *smar
 	m.check(ctx, a, "A", res)
 }
 
+// pool returns a simulated pool of the scenario's ordering and seed,
+// closed when the test ends.
+func (sc *growthCrash) pool(t *testing.T) *remote.Pool {
+	t.Helper()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 64 << 20, ChunkBytes: 64 << 10,
+		Sim: &remote.SimConfig{Ordering: sc.ord, Seed: sc.seed}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
 // point runs the scenario with fault f armed on compute node A before the
 // insert, on a pool of its own.
 func (sc *growthCrash) point(t *testing.T, f remote.Fault) (res growthPoint) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 64 << 20, ChunkBytes: 64 << 10,
-		Sim: &remote.SimConfig{Ordering: sc.ord, Seed: sc.seed}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := sc.pool(t)
 	p.Go(func() {
 		cnA := p.NewComputeNode()
 		a, err := smart.Open(cnA, sc.opts())
@@ -1488,12 +1482,7 @@ func (sc *growthCrash) stallPoint(t *testing.T, delta time.Duration) (res growth
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 64 << 20, ChunkBytes: 64 << 10,
-		Sim: &remote.SimConfig{Ordering: sc.ord, Seed: sc.seed}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := sc.pool(t)
 	cnA := p.NewComputeNode()
 	a := openGrowth(t, cnA, sc.opts())
 	var m growthModel

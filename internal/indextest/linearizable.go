@@ -12,14 +12,16 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-// linModel is the sequential specification of one key (histories are
-// partitioned by key): its state is a ver.
-var linModel = porcupine.Model{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+// PartitionByKey returns a porcupine partition function that splits a
+// history by the key that key reads from an operation's input, in the
+// order the keys first appear: a key-value model is checked one key at a
+// time.
+func PartitionByKey(key func(input any) string) func([]porcupine.Operation) [][]porcupine.Operation {
+	return func(history []porcupine.Operation) [][]porcupine.Operation {
 		byKey := make(map[string][]porcupine.Operation)
 		var order []string
 		for _, op := range history {
-			k := op.Input.(linInput).key
+			k := key(op.Input)
 			if _, ok := byKey[k]; !ok {
 				order = append(order, k)
 			}
@@ -30,8 +32,14 @@ var linModel = porcupine.Model{
 			out = append(out, byKey[k])
 		}
 		return out
-	},
-	Init: func() any { return ver{} },
+	}
+}
+
+// linModel is the sequential specification of one key (histories are
+// partitioned by key): its state is a ver.
+var linModel = porcupine.Model{
+	Partition: PartitionByKey(func(in any) string { return in.(linInput).key }),
+	Init:      func() any { return ver{} },
 	Step: func(state, input, output any) (bool, any) {
 		st, in, out := state.(ver), input.(linInput), output.(linOutput)
 		switch in.kind {
