@@ -9,8 +9,8 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-// A node allocated by size class that is full moves to a node of the next
-// type (docs/smart-node-growth.md):
+// A node allocated by size class that is full moves to a node four times
+// its capacity (nodeType.grown) (docs/smart-node-growth.md):
 //
 //	M1  CAS(N.rev: r → r|moving)
 //	M2  [CAS(N.slot[i]: v_i → v_i|frozen)]               until every slot is frozen
@@ -35,10 +35,10 @@ type moving struct {
 }
 
 // growNode is the insert into a full node allocated by size class: move it
-// to a node of the next type holding the new leaf in the slot after the
+// to a node four times its capacity holding the new leaf in the slot after the
 // old ones. Like a normal insert it linearizes at the CAS that publishes
 // (M4). Its cost is five round trips when N, N' and the leaf share a
-// memory node; a node moves at most six times in its life.
+// memory node; a node moves at most three times in its life.
 func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
 	n := &s.node
 	cur := d.cur
@@ -73,7 +73,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	// The successor and the leaf first: a move that cannot allocate them
 	// changes nothing.
 	class := classFor(leafPayload(len(key), len(value)))
-	nt := n.typ + 1
+	nt := n.typ.grown()
 	to, err := s.allocNear(ctx, n.addr.MN(), s.t.nodeAlloc(nt))
 	if err != nil {
 		return false, cur, err
@@ -179,7 +179,7 @@ func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot)
 	return vals, nil
 }
 
-// forward is M3: it writes N' (the successor mv.to, of the next type)
+// forward is M3: it writes N' (the successor mv.to, of the grown type)
 // holding mv.slots and, if extra is set, what extra stages (the new leaf)
 // and the slot it returns, after them; then it CASes N's header from mv.h
 // to the forward, in one batch when every write goes to N's memory node.
@@ -194,7 +194,7 @@ func (s *session) forward(ctx context.Context, mv *moving, rev remote.Addr, extr
 		if extra != nil {
 			slots = append(slots[:len(slots):len(slots)], extra())
 		}
-		s.stage(mv.to, nodeImage(s.img, rev, mv.h.withType(mv.typ+1), slots...))
+		s.stage(mv.to, nodeImage(s.img, rev, mv.h.withType(mv.typ.grown()), slots...))
 		ops, err := s.link(ctx, s.stagedOps(), remote.CAS(mv.node.Add(nodeHeaderOff), uint64(mv.h), uint64(forwarded(mv.typ, mv.to))))
 		if err != nil {
 			return 0, err
@@ -289,7 +289,7 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 			s.img = putWord(s.img[:0], uint64(p))
 			ops = append(ops, remote.Write(mv.to.Add(nodeRevOff), s.img[:8]))
 		}
-		ops, err := s.link(ctx, ops, remote.CAS(p, uint64(pw), uint64(nodeSlot(pw.partial(), mv.typ+1, mv.to))))
+		ops, err := s.link(ctx, ops, remote.CAS(p, uint64(pw), uint64(nodeSlot(pw.partial(), mv.typ.grown(), mv.to))))
 		if err != nil {
 			return false, err
 		}
@@ -432,7 +432,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool,
 	}
 	if !h.isForwarded() {
 		mv.depth = h.depth() + h.prefixLen() + 1
-		if mv.to, err = s.allocNear(ctx, node.MN(), s.t.nodeAlloc(typ+1)); err != nil {
+		if mv.to, err = s.allocNear(ctx, node.MN(), s.t.nodeAlloc(typ.grown())); err != nil {
 			return true, err
 		}
 		succ, err := s.forward(ctx, &mv, rev, nil)
@@ -440,7 +440,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool,
 			return true, err
 		}
 		if succ != mv.to {
-			_ = s.dropNode(mv.to, typ+1, nil)
+			_ = s.dropNode(mv.to, typ.grown(), nil)
 			h = forwarded(typ, succ) // another repairer's
 		}
 	}

@@ -1042,8 +1042,9 @@ func TestNodeGrowthOptions(t *testing.T) {
 // TestNodeGrowthCrash
 
 // growthCrash is one scenario of TestNodeGrowthCrash: a node with c
-// children (full with the size classes: c is 4, 8, 16 or 64), half of them
-// internal nodes, and the insert of a (c+1)-th child, which makes it move.
+// children (full with the size classes, which grow four times: c is 4, 16
+// or 64), half of them internal nodes, and the insert of a (c+1)-th child,
+// which makes it move.
 type growthCrash struct {
 	ord    remote.Ordering
 	paper  bool
@@ -1600,7 +1601,7 @@ func (sc *growthCrash) stallSweep(t *testing.T) {
 }
 
 // TestNodeGrowthCrash stops the client of an insert that makes a full node
-// (4, 8, 16 or 64 children, half of them nodes; 4 and 16 with -short)
+// (4, 16 or 64 children, half of them nodes; 4 and 16 with -short)
 // move, at every verb and inside
 // every WRITE, in the simulator in InOrder and Strict modes: the insert
 // returns nil or remote.ErrCrashed; another compute node reads every key
@@ -1615,7 +1616,7 @@ func (sc *growthCrash) stallSweep(t *testing.T) {
 // (stall): the insert completes, and the others' work meanwhile too.
 func TestNodeGrowthCrash(t *testing.T) {
 	base := testseed.Seed(t)
-	sizes := []int{4, 8, 16, 64}
+	sizes := []int{4, 16, 64}
 	if testing.Short() {
 		sizes = []int{4, 16}
 	}

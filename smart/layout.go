@@ -117,6 +117,13 @@ func (t nodeType) capacity() int { return 1 << (t + 1) }
 // readBytes is how much of a node of type t one READ fetches.
 func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
 
+// grown is the type a full node of type t moves to: four times its
+// capacity (NODE_4 → NODE_16 → NODE_64 → NODE_256), so a node moves at most
+// three times in its life, and a node with 256 children has cost 84 slot
+// freezes and 84 pointer moves instead of 252 each, step by step; a node may
+// then hold up to four times the slots it uses.
+func (t nodeType) grown() nodeType { return min(t+2, node256) }
+
 // allocBytes is the size of a node of type t allocated by size class.
 func (t nodeType) allocBytes() int { return (t.readBytes() + addrAlign - 1) &^ (addrAlign - 1) }
 
