@@ -15,9 +15,9 @@ import (
 //	M1  CAS(N.rev: r → r|moving)
 //	M2  [CAS(N.slot[i]: v_i → v_i|frozen)]               until every slot is frozen
 //	M3  [W(leaf), W(N'), CAS(N.header: h → fwd(N'))]     the forward is set once
-//	M4  [CAS(p: N → N'), CAS(child_i.rev: N.slot[i] → N'.slot[i])]
-//	M5  children whose CAS failed, again
-//	M6  CAS(N.rev: x|moving → x)
+//	M4  [CAS(child_i.rev: N.slot[i] → N'.slot[i])]       again for those that failed
+//	M5  CAS(p: N → N')                                   publishes
+//	M6  CAS(N.rev: p|moving → nil), unsignaled
 //
 // Everything after M3 is idempotent and is also what a repairer of a mover
 // that died does (repairMove).
@@ -37,7 +37,7 @@ type moving struct {
 // growNode is the insert into a full node allocated by size class: move it
 // to a node four times its capacity holding the new leaf in the slot after the
 // old ones. Like a normal insert it linearizes at the CAS that publishes
-// (M4). Its cost is five round trips when N, N' and the leaf share a
+// (M5). Its cost is five round trips when N, N' and the leaf share a
 // memory node; a node moves at most three times in its life.
 func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
 	n := &s.node
