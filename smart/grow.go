@@ -310,7 +310,7 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 }
 
 // fixRev moves the reverse pointer of the child sl names from the slot
-// from to the slot to (M5), keeping a header split's moving flag. A value
+// from to the slot to (M4), keeping a header split's moving flag. A value
 // that is neither, while the slot to still names the child, belongs to a
 // leaf split in flight, which will fail on the frozen slot and put it
 // back, or to a header split's second step: wait for it, and judge a
