@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -238,9 +237,9 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 			k++
 		}
 	}
-	for i, sl := range mv.slots {
+	for i := range mv.slots {
 		if failed[i] {
-			if err := s.fixRev(ctx, sl, nodeSlotAddr(mv.node, i), nodeSlotAddr(mv.to, i), mv.depth); err != nil {
+			if err := s.fixRev(ctx, mv, i); err != nil {
 				return false, err
 			}
 		}
@@ -309,17 +308,16 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 	return published, s.c.Post(ctx, s.lockOps[:1])
 }
 
-// fixRev moves the reverse pointer of the child sl names from the slot
-// from to the slot to (M4), keeping a header split's moving flag. A value
-// that is neither, while the slot to still names the child, belongs to a
-// leaf split in flight, which will fail on the frozen slot and put it
-// back, or to a header split's second step: wait for it, and judge a
-// leaf's lock holder (I9) or a node's flag holder (a lease) while waiting.
-// Once to names another object the child moved on, and nothing is left
-// to do.
-func (s *session) fixRev(ctx context.Context, sl slot, from, to remote.Addr, depth int) error {
+// fixRev moves the reverse pointer of the child in mv.slots[i] from
+// N.slot[i] (from) to N'.slot[i] (to) (M4), keeping a header split's
+// moving flag. A value that is neither, while the slot to still names the
+// child, belongs to a leaf split in flight (see below) or to a header
+// split's second step: wait for that, and judge the flag's holder after a
+// lease. Once to names another object the child moved on, and nothing is
+// left to do.
+func (s *session) fixRev(ctx context.Context, mv *moving, i int) error {
+	sl, from, to := mv.slots[i], nodeSlotAddr(mv.node, i), nodeSlotAddr(mv.to, i)
 	at := sl.addr().Add(leafRevOff)
-	var watch registry.Watch
 	for attempt := 0; ; attempt++ {
 		w, err := s.readWord(ctx, at)
 		if err != nil {
@@ -344,25 +342,82 @@ func (s *session) fixRev(ctx context.Context, sl slot, from, to remote.Addr, dep
 		if attempt >= maxLockAttempts {
 			return fmt.Errorf("%w: the reverse pointer of %v stayed at %#x (moving it from %v to %v)", ErrContention, sl, w, from, to)
 		}
-		s.c.Backoff(attempt)
-		if attempt%judgeEvery != judgeEvery-1 {
+		if sl.isLeaf() {
+			// A leaf split in flight under the leaf's lock: before the
+			// publish its slot CAS can only fail (frozen), so the pointer
+			// belongs at to whatever the splitter does next (its CAS back
+			// then fails), and whether the splitter lives or died (its lock
+			// is recovered later, and finds the pointer right). After the
+			// publish the split may be a real one, on N'.slot[i]: its lock
+			// holder keeps the pointer.
+			if published, err := s.movePublished(ctx, mv); err != nil || published {
+				return err
+			}
+			old, err := s.c.CAS(ctx, at, w, uint64(to))
+			if err != nil || old == w {
+				return err
+			}
 			continue
 		}
-		if sl.isLeaf() {
-			lw, err := s.readWord(ctx, leafLockAddr(sl))
-			if err != nil {
-				return err
-			}
-			if err := s.recoverHeld(ctx, &watch, sl, lw, attempt); err != nil {
-				return err
-			}
-		} else if remote.Addr(w)&revMoving != 0 {
-			cur := cursor{addr: to, sl: sl.thawed(), depth: depth}
+		s.c.Backoff(attempt)
+		if attempt%judgeEvery == judgeEvery-1 && remote.Addr(w)&revMoving != 0 {
+			cur := cursor{addr: to, sl: sl.thawed(), depth: mv.depth}
 			if err := s.waitMoving(ctx, at, s.repairFlag(cur, at)); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// movePublished reports whether the move of mv.node has published: the
+// slot its reverse pointer names no longer names it (or the pointer is
+// nil: the move is over).
+func (s *session) movePublished(ctx context.Context, mv *moving) (bool, error) {
+	rw, err := s.readWord(ctx, mv.node.Add(nodeRevOff))
+	if err != nil || rw == 0 {
+		return true, err
+	}
+	pw, err := s.readWord(ctx, remote.Addr(rw)&^revMoving)
+	if err != nil {
+		return false, err
+	}
+	return slot(pw).thawed().addr() != mv.node || slot(pw).isLeaf(), nil
+}
+
+// followMove is a leaf split that failed on a frozen slot (cur's): its
+// WRITE moved the leaf's reverse pointer to wrong, possibly after the mover
+// had moved it to the slot's copy (M4), so the split puts it where the leaf
+// is: it waits for the move (holding the leaf's lock), then CASes the
+// pointer from wrong to the same slot index of the node's successor (to
+// cur's slot if the node was not forwarded). A later move that found wrong
+// there overwrote it (fixRev), and the CAS then fails: nothing is lost.
+func (s *session) followMove(ctx context.Context, cur cursor, revAt, wrong remote.Addr) error {
+	last, err := s.lastSuccessor(ctx, cur.node, 0)
+	if err != nil {
+		return err
+	}
+	_, err = s.c.CAS(ctx, revAt, uint64(wrong), uint64(last.Add(uint64(cur.addr-cur.node))))
+	return err
+}
+
+// lastSuccessor follows the forwards from the node at node, waiting for
+// each move to finish, to the node that replaced it last (node itself if
+// it never moved), or stops at stop. A node moves at most three times.
+func (s *session) lastSuccessor(ctx context.Context, node, stop remote.Addr) (remote.Addr, error) {
+	for range 4 {
+		if node == stop {
+			break
+		}
+		if err := s.awaitMove(ctx, node); err != nil {
+			return node, err
+		}
+		hw, err := s.readWord(ctx, node.Add(nodeHeaderOff))
+		if err != nil || !header(hw).isForwarded() {
+			return node, err
+		}
+		node = header(hw).successor()
+	}
+	return node, nil
 }
 
 // awaitMove waits while the node at node is moving (its reverse pointer
@@ -462,10 +517,12 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool,
 }
 
 // unfinishedMove checks a reverse pointer rev that does not name cur's
-// slot for a move that published and did not point its children at their
-// new slots (its mover died): the node at the same slot index behind rev
-// is forwarded to the node holding cur's slot. If so it waits for that
-// move (repairing it after a lease) and reports true.
+// slot for a move that left the child behind: rev is a frozen slot naming
+// the child, and the node at the same slot index behind it was forwarded,
+// directly or through later moves, to the node holding cur's slot (its
+// mover died before M4, or a leaf split put the pointer back after M4).
+// If so it waits for those moves (repairing them after a lease), moves the
+// pointer to cur's slot itself, and reports true.
 func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Addr) (bool, error) {
 	rev &^= revMoving
 	if s.t.opts.PaperNodes || cur.node == 0 || rev == cur.addr || rev == 0 {
@@ -485,8 +542,15 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 	if w, err = s.readWord(ctx, old.Add(nodeHeaderOff)); err != nil {
 		return false, err
 	}
-	if h := header(w); !h.isForwarded() || h.successor() != cur.node {
+	if !header(w).isForwarded() {
 		return false, nil
 	}
-	return true, s.awaitMove(ctx, old)
+	if last, err := s.lastSuccessor(ctx, old, cur.node); err != nil || last != cur.node {
+		return false, err
+	}
+	// The move's M4 for this child, done here: a leaf split that failed on
+	// the frozen slot may have put the pointer back after the mover moved
+	// it. From the frozen slot only, so nothing else is overwritten.
+	_, err = s.c.CAS(ctx, cur.sl.addr().Add(leafRevOff), uint64(rev), uint64(cur.addr))
+	return true, err
 }

@@ -181,11 +181,9 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		s.unlockAsync(ctx, cur.sl)
 		return false, cur, err
 	}
-	// The reverse pointer moves by CAS: a move of the node holding cur's
-	// slot may point it at the slot's new copy meanwhile, and then the
-	// split fails on the frozen slot (docs/smart-node-growth.md).
 	revAt, newRev := cur.sl.addr().Add(leafRevOff), nodeSlotAddr(chain.final, 0)
-	ops := append(s.stagedOps(), remote.CAS(revAt, uint64(cur.addr), uint64(newRev)))
+	s.img = putWord(s.img[:0], uint64(newRev))
+	ops := append(s.stagedOps(), remote.Write(revAt, s.img[:8]))
 	repl := nodeSlot(cur.sl.partial(), node4, chain.first)
 	var ok bool
 	var next cursor
@@ -199,9 +197,9 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		}
 	}
 	if err == nil && !ok && next.sl == cur.sl|slotFrozen {
-		// The node holding the slot is moving: put the reverse pointer back
-		// (unless the mover already moved it), release, and start again.
-		if _, err := s.c.CAS(ctx, revAt, uint64(newRev), uint64(cur.addr)); err != nil {
+		// The node holding the slot is moving: point the reverse pointer
+		// where the leaf now is, release, and start again.
+		if err := s.followMove(ctx, cur, revAt, newRev); err != nil {
 			return false, next, err
 		}
 		s.dropUnlinked(chain.leaf, chain.leafClass)
@@ -373,7 +371,11 @@ func (s *session) waitMoving(ctx context.Context, revAddr remote.Addr, fix func(
 	var first remote.Addr
 	var since time.Duration
 	for s.flagWaits++; ; s.flagWaits++ {
-		if s.flagWaits > maxLockAttempts {
+		// With a fix the wait ends by the lease at the latest (a flag that
+		// keeps changing is other operations making progress); the bound
+		// on attempts, a fraction of a lease of backoffs, is for waits
+		// without one.
+		if s.flagWaits > maxLockAttempts && fix == nil {
 			return fmt.Errorf("%w: a split of the object with reverse pointer at %v did not finish", ErrContention, revAddr)
 		}
 		s.c.Backoff(s.flagWaits)
