@@ -525,7 +525,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool,
 // pointer to cur's slot itself, and reports true.
 func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Addr) (bool, error) {
 	rev &^= revMoving
-	if s.t.opts.PaperNodes || cur.node == 0 || rev == cur.addr || rev == 0 {
+	if !s.t.classes || cur.node == 0 || rev == cur.addr || rev == 0 {
 		return false, nil
 	}
 	// rev is a slot address (reverse pointers only ever name slots): it
@@ -538,14 +538,21 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 	if rev.Offset() < idx+uint64(addrAlign) {
 		return false, nil
 	}
+	// The node behind rev at cur's index, if the slot at rev is at that
+	// index: follow its forwards, reading only, and act (wait, repair) only
+	// on a chain that really leads to cur's node. Behind a slot at another
+	// index lies some other word, which must never be taken for a node.
 	old := remote.Addr(uint64(rev) - idx)
-	if w, err = s.readWord(ctx, old.Add(nodeHeaderOff)); err != nil {
-		return false, err
+	for n, hops := old, 0; n != cur.node; hops++ {
+		if hops == 4 {
+			return false, nil
+		}
+		if w, err = s.readWord(ctx, n.Add(nodeHeaderOff)); err != nil || !header(w).isForwarded() {
+			return false, err
+		}
+		n = header(w).successor()
 	}
-	if !header(w).isForwarded() {
-		return false, nil
-	}
-	if last, err := s.lastSuccessor(ctx, old, cur.node); err != nil || last != cur.node {
+	if _, err := s.lastSuccessor(ctx, old, cur.node); err != nil {
 		return false, err
 	}
 	// The move's M4 for this child, done here: a leaf split that failed on

@@ -103,7 +103,7 @@ func (s slot) String() string {
 // nodeType is the adaptive type of an internal node: its slot capacity is
 // 1<<(t+1). By default a node is allocated at its type's size (allocBytes)
 // and moves when it is full (docs/smart-node-growth.md); with
-// Options.PaperNodes every node has room for 256 slots and switches type in
+// the paper's layout (no Options.SizeClasses) every node has room for 256 slots and switches type in
 // place.
 type nodeType uint8
 
