@@ -255,7 +255,7 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 			}
 			pw = slot(w)
 		}
-		if pw.thawed().addr() != mv.node || pw.isLeaf() {
+		if !links(pw, mv.node) {
 			break // published (by this client or a repairer)
 		}
 		if pw.isFrozen() {
@@ -381,8 +381,12 @@ func (s *session) movePublished(ctx context.Context, mv *moving) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return slot(pw).thawed().addr() != mv.node || slot(pw).isLeaf(), nil
+	return !links(slot(pw), mv.node), nil
 }
+
+// links reports whether the slot value sl, frozen or not, links the node
+// at node: a move of that node has not published yet.
+func links(sl slot, node remote.Addr) bool { return !sl.isLeaf() && sl.addr() == node }
 
 // followMove is a leaf split that failed on a frozen slot (cur's): its
 // WRITE moved the leaf's reverse pointer to wrong, possibly after the mover

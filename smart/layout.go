@@ -59,16 +59,20 @@ func (s slot) nodeType() nodeType { return nodeType(s.info()) }
 // leafClass returns the size class of the leaf s points to.
 func (s slot) leafClass() int { return s.info() }
 
-func (s slot) addr() remote.Addr {
-	v := uint64(s&^slotFrozen) >> slotAddrShift
+func (s slot) addr() remote.Addr { return unpackAddr(uint64(s&^slotFrozen) >> slotAddrShift) }
+
+// packAddr packs a 64-byte aligned address into 48 bits: the memory node
+// id, then the offset / 64.
+func packAddr(a remote.Addr) uint64 {
+	return uint64(a.MN()) | (a.Offset()>>6)<<8
+}
+
+// unpackAddr is the inverse of packAddr; 0 is the nil address.
+func unpackAddr(v uint64) remote.Addr {
 	if v == 0 {
 		return 0
 	}
 	return remote.MakeAddr(int(v&0xff), (v>>8)<<6)
-}
-
-func packAddr(a remote.Addr) uint64 {
-	return uint64(a.MN()) | (a.Offset()>>6)<<8
 }
 
 func leafSlot(partial byte, class int, a remote.Addr) slot {
@@ -101,10 +105,10 @@ func (s slot) String() string {
 }
 
 // nodeType is the adaptive type of an internal node: its slot capacity is
-// 1<<(t+1). By default a node is allocated at its type's size (allocBytes)
-// and moves when it is full (docs/smart-node-growth.md); with
-// the paper's layout (no Options.SizeClasses) every node has room for 256 slots and switches type in
-// place.
+// 1<<(t+1). By default, as in the paper, every node has room for 256 slots
+// and switches type in place; with Options.SizeClasses a node is allocated
+// at its type's size (allocBytes) and moves when it is full
+// (docs/smart-node-growth.md).
 type nodeType uint8
 
 const (
@@ -197,10 +201,7 @@ func forwarded(t nodeType, to remote.Addr) header {
 func (h header) isForwarded() bool { return h.prefixLen() == fwdPrefixLen }
 
 // successor returns the node a forwarded header names.
-func (h header) successor() remote.Addr {
-	v := uint64(h) >> 16
-	return remote.MakeAddr(int(v&0xff), (v>>8)<<6)
-}
+func (h header) successor() remote.Addr { return unpackAddr(uint64(h) >> 16) }
 
 // dropped returns h after a header split that moves the node n bytes deeper:
 // the first n prefix bytes are gone (they are matched above now).
