@@ -143,9 +143,13 @@ func (s *session) recoverHeld(ctx context.Context, w *registry.Watch, sl slot, w
 // or the holder released it after all).
 //
 // Before the takeover it copies the dead holder's redo record of this leaf,
-// if there is one, into its own redo slot under its own tag: a repairer
-// that dies in turn leaves its tag in the lock, and the next one finds the
-// record through that tag.
+// if there is one, into its own redo slot: a repairer that dies in turn
+// leaves its tag in the lock, and the next one finds the record through
+// that tag. Records carry the writer's client slot (registry.SlotOf), not
+// its incarnation, and are looked up by it: a new incarnation of the dead
+// holder's slot that repairs the leaf (settle) rewrites the record in the
+// slot it shares with the dead holder, and if it dies before its lock CAS
+// the next repairer, looking up the dead holder, still finds the record.
 func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dead uint64) (bool, error) {
 	ctx = context.WithoutCancel(ctx) // a lock taken over is always released
 	n := classBytes(class)
@@ -170,12 +174,12 @@ func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dea
 
 // carryRedo reads the redo record that the holder of tag dead left for the
 // leaf of n bytes at a, and writes it into the session's own redo slot
-// under its own tag (ok is false if there is none).
+// under its own client slot (ok is false if there is none).
 func (s *session) carryRedo(ctx context.Context, a remote.Addr, n int, dead uint64) (registry.Redo, bool, error) {
 	if s.t.opts.NoRedo {
 		return registry.Redo{}, false, nil
 	}
-	rec, ok, err := s.t.reg.RedoOf(ctx, s.c, dead, a.MN())
+	rec, ok, err := s.t.reg.RedoOf(ctx, s.c, registry.SlotOf(dead), a.MN())
 	if err != nil || !ok || rec.Target < a || uint64(rec.Target-a)+uint64(len(rec.Image)) > uint64(n) {
 		return registry.Redo{}, false, wrapRemote(err)
 	}
@@ -183,7 +187,7 @@ func (s *session) carryRedo(ctx context.Context, a remote.Addr, n int, dead uint
 	if err != nil {
 		return registry.Redo{}, false, wrapRemote(err)
 	}
-	s.redo = registry.AppendRedo(s.redo[:0], rec.Target, s.lockTag(), rec.Image)
+	s.redo = registry.AppendRedo(s.redo[:0], rec.Target, registry.SlotOf(s.lockTag()), rec.Image)
 	return rec, true, s.c.Write(ctx, at, s.redo)
 }
 
@@ -286,7 +290,7 @@ func (s *session) settle(ctx context.Context) func(registry.Redo) error {
 			return nil // not a leaf record of this tree
 		}
 		lock, err := s.readWord(ctx, a.Add(uint64(n-8)))
-		if err != nil || lock&^repairBit != r.Tag {
+		if err != nil || !registry.IsTag(lock) || registry.SlotOf(lock) != r.Tag || lock&^repairBit == s.lockTag() {
 			return err
 		}
 		_, err = s.recoverLeaf(ctx, a, class, lock)
@@ -326,7 +330,7 @@ func (s *session) redoOps(ctx context.Context, ops []remote.Op, target remote.Ad
 	if err != nil {
 		return ops, wrapRemote(err)
 	}
-	s.redo = registry.AppendRedo(s.redo[:0], target, s.lockTag(), image)
+	s.redo = registry.AppendRedo(s.redo[:0], target, registry.SlotOf(s.lockTag()), image)
 	return append(ops, remote.Write(at, s.redo)), nil
 }
 

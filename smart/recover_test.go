@@ -231,3 +231,97 @@ func TestStaleWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashDuringSettle tears a leaf: an in-place update stops after its
+// redo record landed, with the leaf's WRITE cut. The next session of the
+// compute node takes a new incarnation of the dead client's slot, which
+// shares the slot's redo slots and settles the record (repairs the leaf)
+// before it writes a record of its own. That session is stopped in turn at
+// every verb of its start, among them the window between rewriting the
+// record and taking the lock over. Whatever the point, the record must
+// stay findable: the key then holds its old or its new value, a writer
+// repairs the leaf, and Recover and Verify pass.
+func TestCrashDuringSettle(t *testing.T) {
+	ctx := context.Background()
+	keys := [][]byte{[]byte("apple"), []byte("apricot"), []byte("banana")}
+	key, old, want := keys[1], []byte("old value"), []byte("new value")
+	opts := Options{Lease: time.Millisecond}
+	open := func() (*Tree, *remote.ComputeNode, *remote.Pool) {
+		p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20,
+			Sim: &remote.SimConfig{Ordering: remote.InOrder, Seed: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cn := p.NewComputeNode()
+		tr, err := Open(cn, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if err := tr.Put(ctx, k, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return tr, cn, p
+	}
+	// tear stops the update of key at its after-th verb, cutting a WRITE
+	// after two words (a leaf's meta and checksum), and reports whether
+	// that left the leaf torn. It reads the leaf with a bare client: a
+	// session would settle the record first.
+	tear := func(tr *Tree, cn *remote.ComputeNode, after int) bool {
+		s, err := tr.session()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.enc = appendEncoded(s.enc[:0], key)
+		cur, err := s.start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := s.descend(ctx, s.enc, cur)
+		if err != nil || d.out != atLeaf {
+			t.Fatalf("descent to %q: %v, %v", key, d.out, err)
+		}
+		leaf := d.cur.sl
+		tr.release(s)
+		cn.Crash(remote.Fault{After: after, Words: 2})
+		if err := tr.Put(ctx, key, want); !errors.Is(err, remote.ErrCrashed) {
+			t.Fatalf("the update stopped at verb %d: %v, want ErrCrashed", after, err)
+		}
+		buf := make([]byte, classBytes(leaf.leafClass()))
+		if err := cn.NewClient().Read(ctx, leaf.addr(), buf); err != nil {
+			t.Fatal(err)
+		}
+		_, st := parseLeaf(buf, leaf.leafClass())
+		return st == leafTorn
+	}
+	cut := -1
+	for after := 0; after < 16 && cut < 0; after++ {
+		tr, cn, p := open()
+		if tear(tr, cn, after) {
+			cut = after
+		}
+		p.Close()
+	}
+	if cut < 0 {
+		t.Fatal("no fault point of the update tore its leaf: the test tests nothing")
+	}
+	for after := 0; ; after++ {
+		point := fmt.Sprintf("update cut at verb %d, the settling session stopped after %d verbs", cut, after)
+		tr, cn, p := open()
+		if !tear(tr, cn, cut) {
+			t.Fatalf("%s: the leaf is not torn", point)
+		}
+		cn.Crash(remote.Fault{After: after})
+		_, _, err := tr.Get(ctx, keys[0])
+		completed := err == nil && cn.Disarm() > 0
+		if err != nil && !errors.Is(err, remote.ErrCrashed) {
+			t.Fatalf("%s: Get: %v, want nil or ErrCrashed", point, err)
+		}
+		checkAfterCrash(t, point, tr, p, opts, key, want, keys, old)
+		p.Close()
+		if completed {
+			break
+		}
+	}
+}

@@ -14,7 +14,8 @@ import (
 // memory node, a record of that WRITE into its redo slot on that node:
 //
 //	word 0   the WRITE's target address
-//	word 1   the lock tag of the acquisition (the member's Tag)
+//	word 1   the writer's tag: SlotOf(Tag()), so that every incarnation of
+//	         the slot finds it (see SlotOf)
 //	word 2   the image's length
 //	word 3   checksum of words 0..2 and the image
 //	then     the image: the bytes of the WRITE
