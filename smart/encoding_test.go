@@ -46,7 +46,7 @@ func FuzzSlotAndHeader(f *testing.F) {
 		_ = h.dropped(min(h.prefixLen(), 6))
 		class &= 0x7f
 		mn &= 0xff
-		off = (off &^ 63) % maxSlotOffset
+		off = (off &^ (leafAlign - 1)) % maxSlotOffset
 		if off == 0 {
 			off = 64
 		}
@@ -99,7 +99,7 @@ func FuzzLeaf(f *testing.F) {
 		}
 		class := classFor(leafPayload(len(key), len(value)))
 		img := leafImage(nil, remote.MakeAddr(1, 4096), key, value, class, 0)
-		if len(img) != classBytes(class) || len(img)%64 != 0 {
+		if len(img) != classBytes(class) || len(img)%leafAlign != 0 {
 			t.Fatalf("leaf image of %d bytes for class %d", len(img), class)
 		}
 		v, st := parseLeaf(img, class)
@@ -130,7 +130,7 @@ func TestSizeClasses(t *testing.T) {
 	prev := 0
 	for c := range numClasses {
 		n := classBytes(c)
-		if n <= prev || n%64 != 0 {
+		if n <= prev || n%leafAlign != 0 {
 			t.Fatalf("class %d: %d bytes after %d", c, n, prev)
 		}
 		if classFor(n) != c || classFor(prev+1) != c {
@@ -141,7 +141,13 @@ func TestSizeClasses(t *testing.T) {
 	if classFor(leafPayload(MaxKeyLen, MaxValueLen)) < 0 {
 		t.Fatal("largest leaf has no class")
 	}
-	if classBytes(classFor(leafPayload(8, 8))) != 64 {
-		t.Fatal("an 8-byte key and value should fit one 64-byte leaf")
+	// The data and no padding beyond 16-byte granularity for small leaves:
+	// amplification and footprint depend on it (docs/layouts.md).
+	for _, c := range []struct{ k, v, bytes int }{
+		{8, 8, 48}, {1, 0, 48}, {8, 16, 64}, {32, 8, 80}, {8, 64, 112}, {32, 64, 128}, {200, 24, 256}, {200, 25, 320},
+	} {
+		if got := classBytes(classFor(leafPayload(c.k, c.v))); got != c.bytes {
+			t.Errorf("a %d-byte key and %d-byte value take %d bytes, want %d", c.k, c.v, got, c.bytes)
+		}
 	}
 }

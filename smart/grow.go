@@ -73,7 +73,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	// changes nothing.
 	class := classFor(leafPayload(len(key), len(value)))
 	nt := n.typ.grown()
-	to, err := s.allocNear(ctx, n.addr.MN(), s.t.nodeAlloc(nt))
+	to, err := s.allocNear(ctx, n.addr.MN(), s.t.nodeAlloc(nt), addrAlign)
 	if err != nil {
 		return false, cur, err
 	}
@@ -491,7 +491,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool,
 	}
 	if !h.isForwarded() {
 		mv.depth = h.depth() + h.prefixLen() + 1
-		if mv.to, err = s.allocNear(ctx, node.MN(), s.t.nodeAlloc(typ.grown())); err != nil {
+		if mv.to, err = s.allocNear(ctx, node.MN(), s.t.nodeAlloc(typ.grown()), addrAlign); err != nil {
 			return true, err
 		}
 		succ, err := s.forward(ctx, &mv, rev, nil)

@@ -15,7 +15,7 @@ import (
 //	bit      8  leaf flag
 //	bits  9–15  leaf: size class of the leaf (7 bits); node: node type (3 bits used)
 //	bits 16–23  memory node id
-//	bits 24–62  byte offset >> 6 (39 bits: 64-byte aligned, 2^45 bytes per memory node)
+//	bits 24–62  byte offset >> 4 (39 bits: 16-byte aligned, 2^43 bytes per memory node)
 //	bit     63  frozen: the node holding the slot is moving (docs/smart-node-growth.md)
 //
 // The empty slot is 0. A tombstone (leaf flag set, nil address) keeps the
@@ -28,9 +28,11 @@ const (
 	slotInfoShift = 9
 	slotInfoMask  = 0x7f
 	slotAddrShift = 16
-	addrAlign     = 64
+	addrShift     = 4
+	leafAlign     = 1 << addrShift // leaves: 16-byte granularity (classBytes)
+	addrAlign     = 64             // internal nodes: a cache line
 	maxSlotMN     = 1 << 8
-	maxSlotOffset = 1 << (39 + 6)
+	maxSlotOffset = 1 << (39 + addrShift)
 	slotFrozen    = 1 << 63
 )
 
@@ -61,10 +63,10 @@ func (s slot) leafClass() int { return s.info() }
 
 func (s slot) addr() remote.Addr { return unpackAddr(uint64(s&^slotFrozen) >> slotAddrShift) }
 
-// packAddr packs a 64-byte aligned address into 48 bits: the memory node
-// id, then the offset / 64.
+// packAddr packs a 16-byte aligned address into 47 bits: the memory node
+// id, then the offset / 16.
 func packAddr(a remote.Addr) uint64 {
-	return uint64(a.MN()) | (a.Offset()>>6)<<8
+	return uint64(a.MN()) | (a.Offset()>>addrShift)<<8
 }
 
 // unpackAddr is the inverse of packAddr; 0 is the nil address.
@@ -72,7 +74,7 @@ func unpackAddr(v uint64) remote.Addr {
 	if v == 0 {
 		return 0
 	}
-	return remote.MakeAddr(int(v&0xff), (v>>8)<<6)
+	return remote.MakeAddr(int(v&0xff), (v>>8)<<addrShift)
 }
 
 func leafSlot(partial byte, class int, a remote.Addr) slot {
@@ -252,15 +254,24 @@ func metaValid(m uint64) bool  { return m&metaValidBit != 0 }
 func metaClass(m uint64) int   { return int(m>>26) & 0x7f }
 func leafPayload(k, v int) int { return leafKeyOff + k + v + 8 }
 
-// Leaf size classes (7 bits): 64-byte steps up to 4 KiB, then eight steps
-// per doubling up to 1 MiB.
-const numClasses = 128
+// Leaf size classes (7 bits): 16-byte steps from 48 bytes (an 8-byte key
+// and value) to 256, 64-byte steps to 4 KiB, then eight steps per doubling
+// up to 448 KiB. Leaves are 16-byte aligned, so a leaf may straddle cache
+// lines: nothing relies on a leaf's lines, only on its checksum (I7).
+const (
+	numClasses    = 128
+	smallClasses  = 14 // 48, 64, …, 256 bytes
+	mediumClasses = 60 // 320, 384, …, 4,096 bytes
+)
 
 func classBytes(c int) int {
-	if c < 64 {
-		return 64 * (c + 1)
+	switch {
+	case c < smallClasses:
+		return 16 * (c + 3)
+	case c < smallClasses+mediumClasses:
+		return 256 + 64*(c-smallClasses+1)
 	}
-	k, j := (c-64)/8, (c-64)%8
+	k, j := (c-smallClasses-mediumClasses)/8, (c-smallClasses-mediumClasses)%8
 	return 4096 << k * (9 + j) / 8
 }
 

@@ -2,7 +2,9 @@ package smart
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,5 +54,36 @@ func TestOpenOptionsMismatch(t *testing.T) {
 func TestOpenNilComputeNode(t *testing.T) {
 	if _, err := Open(nil, Options{}); !errors.Is(err, remote.ErrBadRequest) {
 		t.Fatalf("Open(nil) = %v, want remote.ErrBadRequest", err)
+	}
+}
+
+// TestOpenOldFormat: a tree created with the 64-byte leaf classes of format
+// SMARTv1 is refused with a clear error (ErrCorrupt naming the format),
+// and its region is left as it was.
+func TestOpenOldFormat(t *testing.T) {
+	ctx := context.Background()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.NewComputeNode().NewClient()
+	region, err := c.Named(ctx, "smart/smart", regionBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Write(ctx, region.Add(8), putWord(nil, formatMagicV1)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(p.NewComputeNode(), Options{})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "SMARTv1") {
+		t.Fatalf("Open of a SMARTv1 tree: %v, want ErrCorrupt naming the format", err)
+	}
+	buf := make([]byte, 16)
+	if err := c.Read(ctx, region, buf); err != nil {
+		t.Fatal(err)
+	}
+	if binary.LittleEndian.Uint64(buf) != 0 || binary.LittleEndian.Uint64(buf[8:]) != formatMagicV1 {
+		t.Fatalf("the refused region changed: %x", buf)
 	}
 }

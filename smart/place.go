@@ -18,18 +18,18 @@ import (
 // not ordered, neither by RDMA nor by the simulator's Skew mode. link makes
 // that choice for every publish.
 
-// allocNear allocates n bytes, 64-byte aligned, for an object that a slot
-// on memory node mn will link: on mn if it has room, else on another memory
+// allocNear allocates n bytes aligned to align (leafAlign or addrAlign) for
+// an object that a slot on memory node mn will link: on mn if it has room, else on another memory
 // node. It fails with remote.ErrOutOfMemory only when no memory node has
 // room.
-func (s *session) allocNear(ctx context.Context, mn, n int) (remote.Addr, error) {
+func (s *session) allocNear(ctx context.Context, mn, n, align int) (remote.Addr, error) {
 	mn = s.roomier(mn)
 	if s.full == nil {
 		s.full = make([]noRoom, s.c.Pool().MemoryNodes())
 	}
 	h := &s.full[mn]
 	if h.size == 0 || n < h.size || h.skips >= maxRoomSkips {
-		a, err := s.c.AllocOn(ctx, mn, n, addrAlign)
+		a, err := s.c.AllocOn(ctx, mn, n, align)
 		switch {
 		case err == nil:
 			if h.skips >= maxRoomSkips {
@@ -43,7 +43,7 @@ func (s *session) allocNear(ctx context.Context, mn, n int) (remote.Addr, error)
 	} else {
 		h.skips++
 	}
-	return s.c.AllocOn(ctx, -1, n, addrAlign)
+	return s.c.AllocOn(ctx, -1, n, align)
 }
 
 // roomier returns the memory node a new object for a slot on memory node

@@ -225,15 +225,15 @@ func (s *session) dropUnlinked(a remote.Addr, class int) {
 func (s *session) allocLeaf(ctx context.Context, mn, class int) (remote.Addr, error) {
 	n := classBytes(class)
 	if !s.t.opts.Reclaim {
-		return s.allocNear(ctx, mn, n)
+		return s.allocNear(ctx, mn, n, leafAlign)
 	}
-	a := s.t.leaves.Take(mn, uint64(n), addrAlign)
+	a := s.t.leaves.Take(mn, uint64(n), leafAlign)
 	if a.IsNil() {
 		var err error
-		if a, err = s.allocNear(ctx, mn, n); !errors.Is(err, remote.ErrOutOfMemory) {
+		if a, err = s.allocNear(ctx, mn, n, leafAlign); !errors.Is(err, remote.ErrOutOfMemory) {
 			return a, err
 		}
-		if a = s.t.leaves.Take(-1, uint64(n), addrAlign); a.IsNil() {
+		if a = s.t.leaves.Take(-1, uint64(n), leafAlign); a.IsNil() {
 			return 0, err
 		}
 	}

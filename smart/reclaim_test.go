@@ -58,7 +58,7 @@ func TestReclaimStaleCacheSeesNoGhost(t *testing.T) {
 		if _, _, err := tr.Get(ctx, key(i%100)); err != nil {
 			t.Fatal(err)
 		}
-		if a := tr.leaves.Take(sl.addr().MN(), uint64(size), addrAlign); !a.IsNil() {
+		if a := tr.leaves.Take(sl.addr().MN(), uint64(size), leafAlign); !a.IsNil() {
 			if a != sl.addr() {
 				t.Fatalf("reclaimed %v, not the victim's leaf %v", a, sl.addr())
 			}

@@ -286,7 +286,7 @@ func (s *session) settle(ctx context.Context) func(registry.Redo) error {
 		class := metaClass(binary.LittleEndian.Uint64(r.Image))
 		a := r.Target - leafMetaOff
 		n := classBytes(class)
-		if class >= numClasses || uint64(a)%addrAlign != 0 {
+		if class >= numClasses || uint64(a)%leafAlign != 0 {
 			return nil // not a leaf record of this tree
 		}
 		lock, err := s.readWord(ctx, a.Add(uint64(n-8)))

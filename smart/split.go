@@ -254,7 +254,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
 	node, rev, d := first, cur.addr, cur.depth
 	for range c.n {
-		next, err := s.allocNear(ctx, mn, s.t.nodeAlloc(node4))
+		next, err := s.allocNear(ctx, mn, s.t.nodeAlloc(node4), addrAlign)
 		if err != nil {
 			return c, err
 		}
