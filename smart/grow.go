@@ -428,7 +428,7 @@ func (s *session) lastSuccessor(ctx context.Context, node, stop remote.Addr) (re
 // flagged), and repairs the move if the flag stands still for a lease.
 func (s *session) awaitMove(ctx context.Context, node remote.Addr) error {
 	return s.waitMoving(ctx, node.Add(nodeRevOff), func(ctx context.Context, _ remote.Addr) error {
-		_, err := s.repairMove(ctx, node)
+		_, _, err := s.repairMove(ctx, node)
 		return err
 	})
 }
@@ -450,20 +450,21 @@ func (s *session) movingRestart(ctx context.Context, cur cursor, node remote.Add
 // still for a lease: freeze what is not frozen, forward to a fresh
 // successor unless the mover did, then complete (M4–M6). A node that is
 // not moving (nothing frozen, not forwarded, or not flagged) is left
-// alone; moved reports whether it was moving.
-func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool, err error) {
+// alone; moved reports whether it was moving, published whether this
+// repair published it (what Stats().Recovered and Recover count).
+func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, published bool, err error) {
 	ctx = context.WithoutCancel(ctx)
 	hw, err := s.readWord(ctx, node.Add(nodeHeaderOff))
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	typ := header(hw).nodeType()
 	if typ < node4 || typ > node256 {
-		return false, corruptf("node %v has header %#x", node, hw)
+		return false, false, corruptf("node %v has header %#x", node, hw)
 	}
 	buf := make([]byte, typ.readBytes())
 	if err := s.c.Read(ctx, node, buf); err != nil {
-		return false, err
+		return false, false, err
 	}
 	rev := remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
@@ -474,29 +475,29 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool,
 		anyFrozen = anyFrozen || snap[i].isFrozen()
 	}
 	if rev&revMoving == 0 || (!anyFrozen && !h.isForwarded()) {
-		return false, nil
+		return false, false, nil
 	}
 	if typ == node256 {
-		return true, corruptf("NODE_256 %v is moving", node)
+		return true, false, corruptf("NODE_256 %v is moving", node)
 	}
 	if rev&^revMoving == 0 {
 		// Moved out and unlinked (M6): the flag is a stale operation's,
 		// which fails on the slot it read and clears it.
-		return true, nil
+		return true, false, nil
 	}
 	rev &^= revMoving
 	mv := moving{node: node, typ: typ, h: h}
 	if mv.slots, err = s.freeze(ctx, node, snap); err != nil {
-		return true, err
+		return true, false, err
 	}
 	if !h.isForwarded() {
 		mv.depth = h.depth() + h.prefixLen() + 1
 		if mv.to, err = s.allocNear(ctx, node.MN(), s.t.nodeAlloc(typ.grown()), addrAlign); err != nil {
-			return true, err
+			return true, false, err
 		}
 		succ, err := s.forward(ctx, &mv, rev, nil)
 		if err != nil {
-			return true, err
+			return true, false, err
 		}
 		if succ != mv.to {
 			_ = s.dropNode(mv.to, typ.grown(), nil)
@@ -507,17 +508,17 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved bool,
 		mv.to = h.successor()
 		nh, err := s.readWord(ctx, mv.to.Add(nodeHeaderOff))
 		if err != nil {
-			return true, err
+			return true, false, err
 		}
 		mv.depth = header(nh).depth() + header(nh).prefixLen() + 1
 	}
-	published, err := s.completeMove(ctx, &mv, rev, 0)
+	published, err = s.completeMove(ctx, &mv, rev, 0)
 	if published {
 		// Only a publish repairs what readers could see: a move that
 		// published and died before its last step left its node unlinked.
 		s.t.rstats.recovered.Add(1)
 	}
-	return true, err
+	return true, published, err
 }
 
 // unfinishedMove checks a reverse pointer rev that does not name cur's

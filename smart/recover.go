@@ -348,7 +348,7 @@ func (s *session) repairFlag(cur cursor, revAddr remote.Addr) func(context.Conte
 		if s.t.classes && !cur.sl.isLeaf() {
 			// The flag may be a node move's (docs/smart-node-growth.md): once
 			// anything is frozen, it is finished, never undone.
-			if moved, err := s.repairMove(ctx, cur.sl.addr()); err != nil || moved {
+			if moved, _, err := s.repairMove(ctx, cur.sl.addr()); err != nil || moved {
 				return err
 			}
 		}

@@ -187,10 +187,13 @@ func (w *sweeper) moving(ctx context.Context, cur cursor, rev remote.Addr, buf [
 		return nil
 	}
 	delete(w.watched, at)
-	if _, err := w.s.repairMove(ctx, a); err != nil {
+	_, published, err := w.s.repairMove(ctx, a)
+	if err != nil {
 		return err
 	}
-	w.recovered++
+	if published {
+		w.recovered++
+	}
 	p, err := w.s.readWord(ctx, cur.addr)
 	if err != nil || slot(p).isLeaf() || !slot(p).isChild() || slot(p).isFrozen() {
 		return err
