@@ -2,6 +2,7 @@ package smart
 
 import (
 	"bytes"
+	"encoding/binary"
 	"testing"
 
 	"github.com/dmindex/dmindex/remote"
@@ -106,6 +107,18 @@ func FuzzLeaf(f *testing.F) {
 		if st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, value) || v.lock != 0 {
 			t.Fatalf("leaf round trip: state %d", st)
 		}
+		// A reader's READ leaves the lock word out; one byte less is torn.
+		binary.LittleEndian.PutUint64(img[len(img)-8:], 1<<62)
+		if v, st := parseLeaf(img[:leafReadBytes(class)], class); st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, value) || v.lock != 0 {
+			t.Fatalf("leaf read without its lock word: state %d, lock %#x", st, v.lock)
+		}
+		if _, st := parseLeaf(img[:leafReadBytes(class)-1], class); st != leafTorn {
+			t.Fatalf("a leaf read short by a byte: state %d", st)
+		}
+		if v, _ := parseLeaf(img, class); v.lock != 1<<62 {
+			t.Fatalf("lock word read as %#x", v.lock)
+		}
+		binary.LittleEndian.PutUint64(img[len(img)-8:], 0)
 		// Flipping any bit of meta, checksum, key or value is detected;
 		// flipping only the valid bit reads as retired.
 		if mask == 0 {

@@ -82,7 +82,7 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 		}
 		cur = d.cur
 		s.seal()
-		v, st, err := s.readLeaf(ctx, cur.sl)
+		v, st, err := s.readLeaf(ctx, cur.sl, false)
 		if err != nil {
 			return nil, false, err
 		}
@@ -93,7 +93,7 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			// Being written, or cut by a crash: a writer that died holding
 			// the lock is recovered (I9).
 			if err = s.retry(); err == nil {
-				err = s.recoverHeld(ctx, &s.watch, cur.sl, v.lock, s.retries)
+				err = s.judgeLeaf(ctx, cur.sl, s.retries)
 			}
 		case (st == leafOK && s.stale(cur, v.rev)) || s.reused(cur, v.meta):
 			cur, err = s.reread(ctx, cur)
@@ -110,7 +110,7 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			if cur, err = s.reread(ctx, cur); err == nil && cur.sl == leaf {
 				var moved bool
 				if moved, err = s.unfinishedMove(ctx, cur, v.rev); err == nil && !moved {
-					err = s.recoverHeld(ctx, &s.watch, leaf, v.lock, s.retries)
+					err = s.judgeLeaf(ctx, leaf, s.retries)
 				}
 			}
 		case st == leafOK:

@@ -46,7 +46,7 @@ type leafView struct {
 	meta  uint64
 	key   []byte // aliases the read buffer
 	value []byte // aliases the read buffer
-	lock  uint64
+	lock  uint64 // 0 if the read left it out (leafReadBytes)
 }
 
 // leafState classifies a leaf read.
@@ -58,16 +58,24 @@ const (
 	leafRetired           // valid bit clear: re-read the slot
 )
 
-// parseLeaf decodes a leaf of class c read into buf.
+// leafReadBytes is what a reader that does not need the lock word reads of
+// a leaf of class c (Get, Scan): all but the rear lock word, 8 bytes less
+// per search (a sixth of a 48-byte leaf).
+func leafReadBytes(c int) int { return classBytes(c) - 8 }
+
+// parseLeaf decodes a leaf of class c read into buf: the whole leaf, or
+// leafReadBytes of it (lock is then 0).
 func parseLeaf(buf []byte, class int) (leafView, leafState) {
 	var v leafView
 	n := classBytes(class)
-	if len(buf) < n {
+	if len(buf) < n-8 {
 		return v, leafTorn
 	}
 	v.rev = remote.Addr(binary.LittleEndian.Uint64(buf[leafRevOff:]))
 	v.meta = binary.LittleEndian.Uint64(buf[leafMetaOff:])
-	v.lock = binary.LittleEndian.Uint64(buf[n-8:])
+	if len(buf) >= n {
+		v.lock = binary.LittleEndian.Uint64(buf[n-8:])
+	}
 	k, l := metaKeyLen(v.meta), metaValLen(v.meta)
 	if k == 0 || leafPayload(k, l) > n || metaClass(v.meta) != class {
 		if v.meta != 0 && !metaValid(v.meta) {

@@ -70,7 +70,7 @@ func unpublishedNode(ctx context.Context, s *session, at remote.Addr, sl slot, d
 }
 
 func unpublishedLeaf(ctx context.Context, s *session, at remote.Addr, sl slot) (string, error) {
-	v, st, err := s.readLeaf(ctx, sl)
+	v, st, err := s.readLeaf(ctx, sl, true)
 	if err != nil {
 		return "", err
 	}

@@ -137,6 +137,20 @@ func (s *session) recoverHeld(ctx context.Context, w *registry.Watch, sl slot, w
 	return err
 }
 
+// judgeLeaf is recoverHeld for a reader whose leaf READ left the lock word
+// out (leafReadBytes): on the attempts that judge the holder it reads the
+// word first.
+func (s *session) judgeLeaf(ctx context.Context, sl slot, attempt int) error {
+	if attempt%judgeEvery != judgeEvery-1 {
+		return nil
+	}
+	w, err := s.readWord(ctx, leafLockAddr(sl))
+	if err != nil {
+		return err
+	}
+	return s.recoverHeld(ctx, &s.watch, sl, w, attempt)
+}
+
 // recoverLeaf takes over the lock of the leaf of class class at a, held by
 // the dead tag dead, repairs what its holder left and releases it. It
 // reports false if the lock word no longer held dead (another repairer won,

@@ -294,7 +294,7 @@ func (sc *scanner) round(ctx context.Context) error {
 // readSize is how many bytes a scan reads for the child of sl.
 func readSize(sl slot) int {
 	if sl.isLeaf() {
-		return classBytes(sl.leafClass())
+		return leafReadBytes(sl.leafClass())
 	}
 	return sl.nodeType().readBytes()
 }

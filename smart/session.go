@@ -199,8 +199,11 @@ func (s *session) readWord(ctx context.Context, a remote.Addr) (uint64, error) {
 }
 
 // readLeaf reads the leaf sl points to into the session's leaf buffer.
-func (s *session) readLeaf(ctx context.Context, sl slot) (leafView, leafState, error) {
-	n := classBytes(sl.leafClass())
+func (s *session) readLeaf(ctx context.Context, sl slot, lock bool) (leafView, leafState, error) {
+	n := leafReadBytes(sl.leafClass())
+	if lock {
+		n = classBytes(sl.leafClass())
+	}
 	s.leafBuf = grow(s.leafBuf, n)
 	s.touch()
 	if err := s.c.Read(ctx, sl.addr(), s.leafBuf); err != nil {

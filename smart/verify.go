@@ -149,7 +149,7 @@ func (v *verifier) leaf(ctx context.Context, cur cursor, path []byte) error {
 		return corruptf("leaf %v reachable twice", a)
 	}
 	v.seen[a] = true
-	lv, st, err := v.s.readLeaf(ctx, cur.sl)
+	lv, st, err := v.s.readLeaf(ctx, cur.sl, true)
 	if err != nil {
 		return err
 	}
