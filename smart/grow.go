@@ -530,7 +530,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 // pointer to cur's slot itself, and reports true.
 func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Addr) (bool, error) {
 	rev &^= revMoving
-	if !s.t.classes || cur.node == 0 || rev == cur.addr || rev == 0 {
+	if s.t.opts.PaperNodes || cur.node == 0 || rev == cur.addr || rev == 0 {
 		return false, nil
 	}
 	// rev is a slot address (reverse pointers only ever name slots): it

@@ -28,7 +28,7 @@ import (
 // The tests of docs/smart-node-growth.md: internal nodes allocated by size
 // class (NODE_4 … NODE_256) that grow by moving to a node of the next type
 // (freeze the slots, forward the header, publish, fix the children's
-// reverse pointers), the paper's 256-slot nodes (no Options.SizeClasses), and
+// reverse pointers), Options.PaperNodes (the paper's 256-slot nodes), and
 // the repair of a move whose client stopped.
 //
 // Keys: the tree stores an order-preserving encoding of each key in which
@@ -505,7 +505,7 @@ func (w *growthWorker) run(ctx context.Context) {
 }
 
 // TestNodeGrowthOracle runs, in real time and in the simulator in InOrder,
-// Strict and Skew modes, with the size classes and with the paper's nodes, goroutines
+// Strict and Skew modes, with the size classes and with PaperNodes, goroutines
 // on several compute nodes that insert keys designed to make internal nodes
 // move through every class while their children grow, split their leaves
 // and split their headers, mixed with updates (some outgrowing the leaf),
@@ -544,7 +544,7 @@ func TestNodeGrowthOracle(t *testing.T) {
 						sim = &s
 					}
 					p := growthPool(t, sim, 512<<20)
-					opts := smart.Options{SizeClasses: !paper}
+					opts := smart.Options{PaperNodes: paper}
 					trees := make([]*smart.Tree, cfg.cns)
 					for i := range trees {
 						trees[i] = openGrowth(t, p.NewComputeNode(), opts)
@@ -837,7 +837,7 @@ func growthLinearizablePhase(t *testing.T, ctx context.Context, p *remote.Pool, 
 // TestNodeGrowthFootprint
 
 // TestNodeGrowthFootprint loads the same random 8-byte keys with 8-byte
-// values into a tree with the size classes and into one with the paper's nodes,
+// values into a tree with the size classes and into one with PaperNodes,
 // each in a pool of its own: the size classes must use at most 40% of the
 // memory-node bytes of the paper's nodes (AllocBytes - FreedBytes of the
 // pool's clients: the objects the tree allocated, moved-out nodes
@@ -865,7 +865,7 @@ func TestNodeGrowthFootprint(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer p.Close()
-		tr := openGrowth(t, p.NewComputeNode(), smart.Options{SizeClasses: !paper})
+		tr := openGrowth(t, p.NewComputeNode(), smart.Options{PaperNodes: paper})
 		const workers = 4
 		errs := make([]error, workers)
 		for w := range workers {
@@ -882,7 +882,7 @@ func TestNodeGrowthFootprint(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := errors.Join(errs...); err != nil {
-			t.Fatalf("paper=%v: %v", paper, err)
+			t.Fatalf("PaperNodes=%v: %v", paper, err)
 		}
 		st := p.Stats()
 		used = st.AllocBytes - st.FreedBytes
@@ -890,16 +890,16 @@ func TestNodeGrowthFootprint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("paper=%v: %d keys, %d bytes allocated (%.1f per key), memory nodes' allocators %v",
+		t.Logf("PaperNodes=%v: %d keys, %d bytes allocated (%.1f per key), memory nodes' allocators %v",
 			paper, n, used, float64(used)/float64(n), mem)
 		for i := 0; i < n; i += 97 {
 			v, ok, err := tr.Get(ctx, keys[i])
 			if err != nil || !ok || binary.BigEndian.Uint64(v) != uint64(i) {
-				t.Fatalf("paper=%v: Get(%x) = %x, %v, %v", paper, keys[i], v, ok, err)
+				t.Fatalf("PaperNodes=%v: Get(%x) = %x, %v, %v", paper, keys[i], v, ok, err)
 			}
 		}
 		if err := tr.Verify(ctx); err != nil {
-			t.Fatalf("paper=%v: Verify: %v", paper, err)
+			t.Fatalf("PaperNodes=%v: Verify: %v", paper, err)
 		}
 		return used
 	}
@@ -919,17 +919,19 @@ func TestNodeGrowthFootprint(t *testing.T) {
 
 // growthOpts names the options that decide the node layout.
 func growthOpts(o smart.Options) string {
-	return fmt.Sprintf("{LockedInternal: %v, SizeClasses: %v}", o.LockedInternal, o.SizeClasses)
+	return fmt.Sprintf("{LockedInternal: %v, PaperNodes: %v}", o.LockedInternal, o.PaperNodes)
 }
 
 // TestNodeGrowthOptions: the node layout is recorded in the tree. A tree
-// created with the size classes refuses an Open without SizeClasses, and the
+// created with the size classes refuses an Open with PaperNodes, and the
 // other way round (ErrOptionsMismatch), before and after it holds keys,
-// and stays usable by openers that agree. LockedInternal keeps the paper's
-// nodes (it allocates more than the size classes), and refuses SizeClasses.
+// and stays usable by openers that agree. LockedInternal implies the
+// paper's nodes: with or without PaperNodes it opens a tree created by the
+// other spelling, works, and allocates exactly what LockedInternal with
+// PaperNodes allocates (more than the size classes).
 func TestNodeGrowthOptions(t *testing.T) {
-	classes, paper := smart.Options{SizeClasses: true}, smart.Options{}
-	locked := smart.Options{LockedInternal: true}
+	classes, paper := smart.Options{}, smart.Options{PaperNodes: true}
+	locked, lockedPaper := smart.Options{LockedInternal: true}, smart.Options{LockedInternal: true, PaperNodes: true}
 	tests := []struct {
 		name          string
 		first, second smart.Options
@@ -940,6 +942,8 @@ func TestNodeGrowthOptions(t *testing.T) {
 		{"classes-twice", classes, classes, nil},
 		{"paper-twice", paper, paper, nil},
 		{"locked-twice", locked, locked, nil},
+		{"locked-then-locked-paper", locked, lockedPaper, nil},
+		{"locked-paper-then-locked", lockedPaper, locked, nil},
 		{"locked-then-paper", locked, paper, smart.ErrOptionsMismatch},
 		{"paper-then-locked", paper, locked, smart.ErrOptionsMismatch},
 		{"locked-then-classes", locked, classes, smart.ErrOptionsMismatch},
@@ -1007,13 +1011,7 @@ func TestNodeGrowthOptions(t *testing.T) {
 			})
 		}
 	}
-	t.Run("locked-refuses-size-classes", func(t *testing.T) {
-		p := growthPool(t, nil, 64<<20)
-		if _, err := smart.Open(p.NewComputeNode(), smart.Options{LockedInternal: true, SizeClasses: true}); !errors.Is(err, remote.ErrBadRequest) {
-			t.Fatalf("Open with LockedInternal and SizeClasses: %v, want ErrBadRequest", err)
-		}
-	})
-	t.Run("locked-keeps-paper-nodes", func(t *testing.T) {
+	t.Run("locked-implies-paper", func(t *testing.T) {
 		ctx := t.Context()
 		alloc := func(opts smart.Options) uint64 {
 			p := growthPool(t, nil, 64<<20)
@@ -1029,8 +1027,11 @@ func TestNodeGrowthOptions(t *testing.T) {
 			st := p.Stats()
 			return st.AllocBytes - st.FreedBytes
 		}
-		l, c := alloc(locked), alloc(classes)
-		t.Logf("%d keys: LockedInternal %d bytes, size classes %d", len(keys), l, c)
+		l, lp, c := alloc(locked), alloc(lockedPaper), alloc(classes)
+		t.Logf("%d keys: LockedInternal %d bytes, LockedInternal+PaperNodes %d, size classes %d", len(keys), l, lp, c)
+		if l != lp {
+			t.Errorf("LockedInternal allocates %d bytes, LockedInternal with PaperNodes %d: LockedInternal must imply PaperNodes", l, lp)
+		}
 		if c >= l {
 			t.Errorf("the size classes allocate %d bytes, LockedInternal %d: want fewer", c, l)
 		}
@@ -1066,7 +1067,7 @@ func newGrowthCrash(ord remote.Ordering, paper bool, c int, seed uint64) *growth
 }
 
 func (sc *growthCrash) opts() smart.Options {
-	return smart.Options{Lease: growthLease, SizeClasses: !sc.paper}
+	return smart.Options{Lease: growthLease, PaperNodes: sc.paper}
 }
 
 // key is the key of the node's i-th child; sub(i, z) a key below it.
@@ -1610,7 +1611,7 @@ func (sc *growthCrash) stallSweep(t *testing.T) {
 // children, which must go through once waiters have judged the dead mover
 // (lease 1 ms) and repaired; Recover and Verify pass; then writes go
 // through at once from every compute node and the tree holds what it
-// should. With the paper's nodes the same insert switches the node's type in
+// should. With PaperNodes the same insert switches the node's type in
 // place: the control. Then the mover is paused past the lease instead
 // (stall): the insert completes, and the others' work meanwhile too.
 func TestNodeGrowthCrash(t *testing.T) {

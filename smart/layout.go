@@ -107,10 +107,10 @@ func (s slot) String() string {
 }
 
 // nodeType is the adaptive type of an internal node: its slot capacity is
-// 1<<(t+1). By default, as in the paper, every node has room for 256 slots
-// and switches type in place; with Options.SizeClasses a node is allocated
-// at its type's size (allocBytes) and moves when it is full
-// (docs/smart-node-growth.md).
+// 1<<(t+1). By default a node is allocated at its type's size (allocBytes)
+// and moves when it is full (docs/smart-node-growth.md); with
+// Options.PaperNodes every node has room for 256 slots and switches type in
+// place, as in the paper.
 type nodeType uint8
 
 const (

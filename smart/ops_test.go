@@ -119,9 +119,9 @@ func nodeKeys(n int) []string {
 // structuralChange inserts keys one by one, then checks Verify, every key
 // and the shape: nodes internal nodes (root included, 0: unchecked) at
 // level levels, and the node types (the root's type left out: a NODE_4
-// with the paper's nodes, a NODE_256 by size class).
+// with PaperNodes, a NODE_256 by size class).
 func structuralChange(t *testing.T, keys []string, nodes, level int, types map[nodeType]int, paper bool) {
-	tr, _ := newTree(t, remote.Config{MemoryNodes: 2}, Options{SizeClasses: !paper})
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 2}, Options{PaperNodes: paper})
 	ctx := context.Background()
 	for i, k := range keys {
 		if err := tr.Put(ctx, []byte(k), []byte(fmt.Sprint(i))); err != nil {

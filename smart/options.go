@@ -10,7 +10,7 @@ import (
 // delegation, write combining and an ART-indexed cache.
 //
 // Compute nodes opening one tree must agree on LockedInternal, Reclaim and
-// SizeClasses
+// PaperNodes
 // (Open refuses a mismatch with ErrOptionsMismatch); every other option is
 // local to the compute node and may differ between compute nodes.
 type Options struct {
@@ -90,17 +90,14 @@ type Options struct {
 	// the operations on that key fail with ErrCorrupt. It is the paper's
 	// configuration, kept for comparison.
 	NoRedo bool
-	// SizeClasses allocates each internal node at the size of its type (64
-	// bytes for a NODE_4 … 2,112 for a NODE_256) and moves a full node to
-	// four times its capacity (docs/smart-node-growth.md): 2.5 to 4.8 times
-	// less memory-node space than the paper's nodes, which all have room for
-	// 256 slots so that a type switch happens in place, for 17% fewer
-	// inserts per second while a tree grows. It is experimental: a race
-	// between a move and other writers still tears a leaf on rare
-	// schedules, so it is off by default. The choice is recorded in the
-	// tree when it is created; it cannot be combined with LockedInternal,
-	// whose node lock word sits behind 256 slots.
-	SizeClasses bool
+	// PaperNodes allocates every internal node with room for 256 slots, as
+	// the paper does, so that a node type switch happens in place. By
+	// default a node is allocated at the size of its type (64 bytes for a
+	// NODE_4 … 2,112 for a NODE_256) and moves to a node of the next type
+	// when it is full (docs/smart-node-growth.md), which takes a fraction
+	// of the memory-node space. The choice is recorded in the tree when it
+	// is created, like LockedInternal, which implies it.
+	PaperNodes bool
 }
 
 // Defaults of Options.

@@ -359,7 +359,7 @@ func (s *session) redoOps(ctx context.Context, ops []remote.Op, target remote.Ad
 // Anything else is left for the traversal to read again.
 func (s *session) repairFlag(cur cursor, revAddr remote.Addr) func(context.Context, remote.Addr) error {
 	return func(ctx context.Context, rev remote.Addr) error {
-		if s.t.classes && !cur.sl.isLeaf() {
+		if !s.t.opts.PaperNodes && !cur.sl.isLeaf() {
 			// The flag may be a node move's (docs/smart-node-growth.md): once
 			// anything is frozen, it is finished, never undone.
 			if moved, _, err := s.repairMove(ctx, cur.sl.addr()); err != nil || moved {

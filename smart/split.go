@@ -60,7 +60,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	n := &s.node
 	b := s.enc[d.pos]
 	limit := 256
-	if s.t.classes {
+	if !s.t.opts.PaperNodes {
 		// By size class a node holds its type's slots: a full one moves.
 		limit = n.typ.capacity()
 		if n.firstEmpty() >= limit {

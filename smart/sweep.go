@@ -87,7 +87,7 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 	}
 	rev := remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
-	if w.s.t.classes && rev&revMoving != 0 && (h.isForwarded() || frozenIn(buf)) {
+	if !w.s.t.opts.PaperNodes && rev&revMoving != 0 && (h.isForwarded() || frozenIn(buf)) {
 		return w.moving(ctx, cur, rev, buf)
 	}
 	if rev&revMoving != 0 {
@@ -202,7 +202,7 @@ func (w *sweeper) moving(ctx context.Context, cur cursor, rev remote.Addr, buf [
 }
 
 // slotsRead is how many slots a node read into buf (by nodeReadBytes)
-// holds: 256 behind the lock word of the paper's nodes, else its type's.
+// holds: 256 behind the lock word of PaperNodes, else its type's.
 func slotsRead(buf []byte) int { return min(256, (len(buf)-nodeSlotsOff)/8) }
 
 // frozenIn reports whether a node read into buf has a frozen slot.

@@ -22,7 +22,6 @@ type Tree struct {
 	rootSlot    remote.Addr
 	nodeBytes   int64 // size of a memory node: no leaf may be larger
 	retryBudget int
-	classes     bool // Options.SizeClasses: internal nodes by size class
 	closed      atomic.Bool
 	rd          *rdwc.Table // read delegation and write combining
 	cache       *artcache.Cache
@@ -72,7 +71,7 @@ func formatWord(opts Options) uint64 {
 	if opts.Reclaim {
 		w |= variantReclaim
 	}
-	if opts.SizeClasses {
+	if !opts.PaperNodes {
 		w |= variantNodeClasses
 	}
 	return w
@@ -87,7 +86,7 @@ func variantName(w uint64) string {
 	if w&variantNodeClasses != 0 {
 		name += " by size class"
 	} else if w&variantLockedInternal == 0 {
-		name += " of 256 slots"
+		name += " of 256 slots (PaperNodes)"
 	}
 	if w&variantReclaim != 0 {
 		name += " with memory reclamation (Reclaim)"
@@ -98,7 +97,7 @@ func variantName(w uint64) string {
 // Open opens the tree named opts.Name in cn's pool, creating it if needed.
 // Trees opened under one name on several compute nodes are one tree; they
 // must agree on Options.LockedInternal, Options.Reclaim and
-// Options.SizeClasses (the protocol variant, recorded in the tree when it is
+// Options.PaperNodes (the protocol variant, recorded in the tree when it is
 // created), or Open fails with ErrOptionsMismatch.
 func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if cn == nil {
@@ -107,8 +106,8 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if opts.Name == "" {
 		opts.Name = "smart"
 	}
-	if opts.LockedInternal && opts.SizeClasses {
-		return nil, fmt.Errorf("smart: Open: %w: Options.SizeClasses with LockedInternal (its node lock word sits behind 256 slots)", remote.ErrBadRequest)
+	if opts.LockedInternal {
+		opts.PaperNodes = true // its node lock word sits behind 256 slots
 	}
 	if opts.RetryBudget <= 0 {
 		opts.RetryBudget = DefaultRetryBudget
@@ -127,7 +126,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, fmt.Errorf("smart: pool of %d memory nodes of %d bytes exceeds the slot address space (%d nodes of %d bytes)",
 			p.MemoryNodes(), p.Config().NodeBytes, maxSlotMN, int64(maxSlotOffset))
 	}
-	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget, classes: opts.SizeClasses,
+	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget,
 		rd:    rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining}),
 		cache: newCache(opts)}
 	ctx := context.Background()
@@ -175,7 +174,7 @@ func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 		return err
 	}
 	typ := node4
-	if s.t.classes {
+	if !s.t.opts.PaperNodes {
 		typ = node256
 	}
 	a, err := s.c.AllocOn(ctx, -1, s.t.nodeAlloc(typ), addrAlign)
@@ -194,19 +193,19 @@ func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 
 // nodeAlloc is the allocation of a new internal node of type typ: its
 // size class, or room for 256 slots (and the lock word of LockedInternal)
-// without Options.SizeClasses.
+// with Options.PaperNodes.
 func (t *Tree) nodeAlloc(typ nodeType) int {
-	if !t.classes {
+	if t.opts.PaperNodes {
 		return nodeAllocBytes
 	}
 	return typ.allocBytes()
 }
 
 // nodeReadBytes is how much of the node sl names a walk of the whole
-// structure reads: all 256 slots without Options.SizeClasses (slots behind the
+// structure reads: all 256 slots with Options.PaperNodes (slots behind the
 // type may be in use while a type switch completes), else its type's.
 func (t *Tree) nodeReadBytes(sl slot) int {
-	if !t.classes {
+	if t.opts.PaperNodes {
 		return nodeAllocBytes
 	}
 	return sl.nodeType().readBytes()

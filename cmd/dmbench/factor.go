@@ -22,20 +22,20 @@ import (
 // lock comes in two steps: the release as a second WRITE in the data's
 // batch (which saves the third round trip), then the release inside the
 // data WRITE (which saves a verb per update). The paper's steps keep its
-// 256-slot internal nodes; the last step is this project's
+// 256-slot internal nodes (PaperNodes); the last step is this project's
 // departure, nodes allocated by size class (docs/smart-node-growth.md).
 var factorSteps = []struct {
 	name string
 	opts smart.Options
 }{
-	{"ART", smart.Options{LockedInternal: true, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+lock-free internal", smart.Options{OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+in-place leaf", smart.Options{Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+release in the batch", smart.Options{Release: smart.ReleaseSecondWrite, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+rear-embedded lock", smart.Options{NoReadDelegation: true, NoWriteCombining: true}},
-	{"+read delegation", smart.Options{NoWriteCombining: true}},
-	{"+write combining", smart.Options{}},
-	{"+nodes by size class", smart.Options{SizeClasses: true}},
+	{"ART", smart.Options{PaperNodes: true, LockedInternal: true, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
+	{"+lock-free internal", smart.Options{PaperNodes: true, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
+	{"+in-place leaf", smart.Options{PaperNodes: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
+	{"+release in the batch", smart.Options{PaperNodes: true, Release: smart.ReleaseSecondWrite, NoReadDelegation: true, NoWriteCombining: true}},
+	{"+rear-embedded lock", smart.Options{PaperNodes: true, NoReadDelegation: true, NoWriteCombining: true}},
+	{"+read delegation", smart.Options{PaperNodes: true, NoWriteCombining: true}},
+	{"+write combining", smart.Options{PaperNodes: true}},
+	{"+nodes by size class", smart.Options{}},
 }
 
 // smartWith returns the Opener of SMART with the given switches (a

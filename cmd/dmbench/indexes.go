@@ -35,9 +35,9 @@ var indexes = map[string]index{
 	// (smart.Options.NoRedo): the paper's update, which a crash in the
 	// middle of its WRITE leaves torn for good.
 	"smart-noredo": {open: func() ycsb.Opener { return smartOpener(smart.Options{NoRedo: true}) }, footprint: smartFootprint},
-	// SMART with internal nodes by size class (smart.Options.SizeClasses)
-	// instead of the paper's, which all have room for 256 slots.
-	"smart-classes": {open: func() ycsb.Opener { return smartOpener(smart.Options{SizeClasses: true}) }, footprint: smartFootprint},
+	// SMART with the paper's internal nodes, room for 256 slots each
+	// (smart.Options.PaperNodes), instead of nodes by size class.
+	"smart-paper": {open: func() ycsb.Opener { return smartOpener(smart.Options{PaperNodes: true}) }, footprint: smartFootprint},
 }
 
 // lookup returns the named index.
