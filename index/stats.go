@@ -25,7 +25,8 @@ type Stats struct {
 	// CacheInvalidations counts cache entries dropped because an operation
 	// found them stale. SMART and Sherman.
 	CacheInvalidations uint64
-	// CacheEntries and CacheBytes are what the cache holds now. SMART.
+	// CacheEntries and CacheBytes are what the cache holds now (SMART:
+	// internal nodes; Sherman: internal pages). SMART and Sherman.
 	CacheEntries int
 	CacheBytes   int64
 

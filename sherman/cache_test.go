@@ -110,6 +110,9 @@ func TestCacheBudget(t *testing.T) {
 	if bytes > budget || pages < 2 {
 		t.Fatalf("cache holds %d pages in %d bytes, budget %d", pages, bytes, budget)
 	}
+	if st := tr.Stats(); st.CacheEntries != pages || st.CacheBytes != bytes {
+		t.Fatalf("Stats reports %d cached pages in %d bytes, the cache holds %d in %d", st.CacheEntries, st.CacheBytes, pages, bytes)
+	}
 	verify(t, tr)
 }
 

@@ -399,7 +399,13 @@ func (t *Tree) Stats() index.Stats {
 		shared = t.rdwc.Stats()
 	}
 	hits, inval := c.cacheHits.Load(), c.cacheInval.Load()
+	var entries int
+	var bytes int64
+	if t.cache != nil {
+		entries, bytes = t.cache.size()
+	}
 	return index.Stats{
+		CacheEntries: entries, CacheBytes: bytes,
 		Delegated: shared.Delegated, Combined: shared.Combined,
 		CacheLookups: hits + c.cacheMisses.Load() - inval, CacheHits: hits - inval, CacheInvalidations: inval,
 		GlobalLocks: c.globalLocks.Load(), HandOvers: c.handOvers.Load(), LockCASFailures: c.casFails.Load(),

@@ -63,6 +63,11 @@ type Result struct {
 
 	// CacheHitRatio is null unless the index implements StatsReporter.
 	CacheHitRatio *float64 `json:"cache_hit_ratio"`
+	// CacheBytesPerKey is what one compute node's index cache holds at the
+	// end of the run (index.Stats.CacheBytes, averaged over the compute
+	// nodes) per loaded record; null unless the index implements
+	// StatsReporter.
+	CacheBytesPerKey *float64 `json:"cache_bytes_per_key"`
 	// MNIOPSUtil and MNBWUtil are the busiest memory node NIC's verb rate
 	// and larger direction's byte rate, as shares of the profile's limits,
 	// over the run phase; null outside the simulator.
@@ -264,6 +269,7 @@ func (res *Result) setRemote(pool *remote.Pool, before, after snapshot, elapsed 
 	res.RPCsPerOp = per(d.RPCs, n)
 	if after.caches {
 		res.CacheHitRatio = ratio(float64(after.hits-before.hits), float64(after.looks-before.looks))
+		res.CacheBytesPerKey = ratio(float64(after.cacheBytes), float64(after.reporters)*float64(res.Records))
 	}
 	if p := pool.Config().Sim; p != nil && elapsed > 0 && len(after.report.MemoryNodes) > 0 {
 		secs := elapsed.Seconds()
@@ -361,6 +367,9 @@ func (res *Result) WriteText(w io.Writer) error {
 	line("REMOTE", "AppBytesPerOp", res.AppBytesPerOp)
 	if res.CacheHitRatio != nil {
 		line("CACHE", "HitRatio", *res.CacheHitRatio)
+	}
+	if res.CacheBytesPerKey != nil {
+		line("CACHE", "BytesPerKey", *res.CacheBytesPerKey)
 	}
 	if res.MNIOPSUtil != nil {
 		line("MN-NIC", "IOPSUtilization", *res.MNIOPSUtil)

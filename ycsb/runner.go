@@ -750,7 +750,9 @@ type snapshot struct {
 	stats       remote.Stats
 	report      remote.Report
 	hits, looks uint64
-	caches      bool // some index reports cache statistics
+	caches      bool  // some index reports cache statistics
+	cacheBytes  int64 // what the reporting indexes' caches hold, summed
+	reporters   int
 }
 
 func (r *runner) snapshot() snapshot {
@@ -759,6 +761,8 @@ func (r *runner) snapshot() snapshot {
 		if sr, ok := ix.(StatsReporter); ok {
 			st := sr.Stats()
 			s.hits, s.looks, s.caches = s.hits+st.CacheHits, s.looks+st.CacheLookups, true
+			s.cacheBytes += st.CacheBytes
+			s.reporters++
 		}
 	}
 	return s

@@ -55,6 +55,13 @@ func TestRunCountsEveryOperation(t *testing.T) {
 			if res.CacheHitRatio == nil || *res.CacheHitRatio < 0.7 || *res.CacheHitRatio > 0.8 {
 				t.Errorf("%v %s: cache hit ratio %v, want about 0.75", mode, wl, res.CacheHitRatio)
 			}
+			// Every compute node reports the map's keys (the records and
+			// the inserts) at CacheBytesPerKey each: per record, from
+			// CacheBytesPerKey up to that much more per operation, warm-up included.
+			lo, hi := float64(ycsbtest.CacheBytesPerKey), float64(ycsbtest.CacheBytesPerKey*(res.Records+res.WarmupOps+res.Ops))/float64(res.Records)
+			if b := res.CacheBytesPerKey; b == nil || *b < lo || *b > hi {
+				t.Errorf("%v %s: cache bytes per key %v, want %v to %v", mode, wl, deref(b), lo, hi)
+			}
 			var count int64
 			for _, o := range res.Operations {
 				if strings.HasSuffix(o.Name, "-FAILED") {
@@ -179,4 +186,12 @@ func TestRunErrors(t *testing.T) {
 	if _, err := ycsb.Run(ctx, config(t, "a", ycsb.ModeLocal)); err == nil {
 		t.Error("Run with a cancelled context succeeded")
 	}
+}
+
+// deref prints an optional figure.
+func deref(p *float64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

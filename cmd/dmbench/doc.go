@@ -46,7 +46,8 @@
 // memory node's NIC, null outside the simulator), warmup_ops and
 // warmup_rtt_per_op (the unmeasured warm-up between load and run: one
 // operation per record per compute node by default, --warmup-ops), mn_bytes_per_key (the
-// memory-node memory the loaded index uses per record), and more.
+// memory-node memory the loaded index uses per record), cache_bytes_per_key (what one
+// compute node's index cache holds at the end, per record), and more.
 //
 // `dmbench run --crash-rate N` (sim only, N up to 1,000,000) stops N random
 // clients per virtual second of the measured phase (the run phase; for
