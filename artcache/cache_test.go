@@ -1,6 +1,7 @@
 package artcache
 
 import (
+	"math/bits"
 	"testing"
 )
 
@@ -209,7 +210,7 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 }
 
 func TestNewEntry(t *testing.T) {
-	for _, n := range []int{0, 3, 4, 8, 16, 32, 48, 64, 128, 256} {
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 8, 15, 16, 17, 32, 48, 64, 128, 255, 256} {
 		slots := make([]uint64, n)
 		for i := range slots {
 			slots[i] = uint64(i + 1)
@@ -229,10 +230,10 @@ func TestNewEntry(t *testing.T) {
 		if n > 0 && e.Slots[0] != 1 {
 			t.Fatalf("NewEntry(%d slots) aliases its argument", n)
 		}
-		want := 1.0
-		if n&(n-1) != 0 || n < 4 {
-			want = 2
+		if size := max(2, 1<<bits.Len(uint(max(n-1, 0)))); n > 0 && n <= 256 && cap(e.Slots) != size {
+			t.Errorf("NewEntry(%d slots) has room for %d, want %d", n, cap(e.Slots), size)
 		}
+		want := 1.0
 		if got := testing.AllocsPerRun(100, func() { NewEntry(1, 2, 3, slots, 4) }); n > 0 && got != want {
 			t.Errorf("NewEntry(%d slots) allocates %v times, want %v", n, got, want)
 		}

@@ -19,7 +19,7 @@ type Entry struct {
 	Addr   uint64   // remote address of the node
 	Parent uint64   // remote address of the slot that pointed to the node when it was read
 	Header uint64   // the node's header word as read
-	Slots  []uint64 // the node's slot words as read (len = the node type's capacity: 4..256)
+	Slots  []uint64 // the node's slot words as read, up to its last non-empty one (SMART); a slot past them is empty
 	Level  int      // number of internal nodes above it (root = 0), for statistics
 
 	prev, next *Entry      // neighbours in the CLOCK ring
@@ -35,8 +35,9 @@ type Entry struct {
 // entryStructBytes is the fixed part of an entry's memory.
 const entryStructBytes = int64(unsafe.Sizeof(Entry{}))
 
-// bytes returns the memory e accounts for: the struct and its slot words.
-func (e *Entry) bytes() int64 { return entryStructBytes + 8*int64(len(e.Slots)) }
+// bytes returns the memory e accounts for: the struct and its slot words
+// (as allocated: NewEntry rounds them up).
+func (e *Entry) bytes() int64 { return entryStructBytes + 8*int64(cap(e.Slots)) }
 
 // slot returns the index of the first non-empty slot whose partial key (low
 // 8 bits) is b, or -1.
@@ -50,12 +51,23 @@ func (e *Entry) slot(b byte) int {
 }
 
 // NewEntry returns an entry for the node at addr holding a copy of slots.
-// When len(slots) is a SMART node capacity (4, 8, 16, …, 256) the entry and
-// its slot words are one heap allocation, so the slots of a node read into a
-// reused buffer are cached at the cost of a single allocation.
+// Up to 256 slots the entry and its slot words are one heap allocation, with
+// room for the next power of two of slots (at least 2), so the slots of a
+// node read into a reused buffer are cached at the cost of a single
+// allocation and at most twice their bytes.
 func NewEntry(addr, parent, header uint64, slots []uint64, level int) *Entry {
 	var e *Entry
-	switch len(slots) {
+	size := 2
+	for size < len(slots) {
+		size <<= 1
+	}
+	switch size {
+	case 2:
+		x := new(struct {
+			e Entry
+			s [2]uint64
+		})
+		e, x.e.Slots = &x.e, x.s[:]
 	case 4:
 		x := new(struct {
 			e Entry
@@ -101,6 +113,7 @@ func NewEntry(addr, parent, header uint64, slots []uint64, level int) *Entry {
 	default:
 		e = &Entry{Slots: slices.Clone(slots)}
 	}
+	e.Slots = e.Slots[:len(slots)]
 	copy(e.Slots, slots)
 	e.Addr, e.Parent, e.Header, e.Level = addr, parent, header, level
 	return e

@@ -134,7 +134,14 @@ func (s *session) remember(plen, level int, parent remote.Addr) {
 	}
 	n := &s.node
 	prefix := s.enc[:plen]
-	slots := s.slotWords[:n.typ.capacity()]
+	// Up to the last non-empty slot: a slot the snapshot does not hold is
+	// empty to a lookup, and a node by size class has room for up to four
+	// times the slots it uses.
+	used := n.typ.capacity()
+	for used > 0 && n.slots[used-1].isEmpty() {
+		used--
+	}
+	slots := s.slotWords[:used]
 	for i := range slots {
 		slots[i] = uint64(n.slots[i])
 	}
@@ -152,8 +159,7 @@ func (s *session) rememberNew(prefix []byte, addr, parent remote.Addr, h header,
 	if s.t.opts.CacheBytes < 0 {
 		return
 	}
-	words := s.slotWords[:node4.capacity()]
-	clear(words)
+	words := s.slotWords[:len(slots)]
 	for i, sl := range slots {
 		words[i] = uint64(sl)
 	}
