@@ -215,8 +215,8 @@ func TestNewEntry(t *testing.T) {
 		for i := range slots {
 			slots[i] = uint64(i + 1)
 		}
-		e := NewEntry(1, 2, 3, slots, 4)
-		if e.Addr != 1 || e.Parent != 2 || e.Header != 3 || e.Level != 4 || len(e.Slots) != n {
+		e := NewEntry(1, 3, slots, 4)
+		if e.Addr != 1 || e.Header != 3 || e.Level != 4 || len(e.Slots) != n {
 			t.Fatalf("NewEntry(%d slots) = %+v", n, e)
 		}
 		for i := range slots {
@@ -234,7 +234,7 @@ func TestNewEntry(t *testing.T) {
 			t.Errorf("NewEntry(%d slots) has room for %d, want %d", n, cap(e.Slots), size)
 		}
 		want := 1.0
-		if got := testing.AllocsPerRun(100, func() { NewEntry(1, 2, 3, slots, 4) }); n > 0 && got != want {
+		if got := testing.AllocsPerRun(100, func() { NewEntry(1, 3, slots, 4) }); n > 0 && got != want {
 			t.Errorf("NewEntry(%d slots) allocates %v times, want %v", n, got, want)
 		}
 	}

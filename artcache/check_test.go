@@ -225,7 +225,7 @@ func (g *gen) entry() *Entry {
 			slots[i] = uint64(g.byte()) | g.r.Uint64N(1<<20)<<8
 		}
 	}
-	return &Entry{Addr: g.next << 6, Parent: g.next, Slots: slots}
+	return &Entry{Addr: g.next << 6, Header: g.next, Slots: slots}
 }
 
 // key returns a lookup key: a cached-like prefix plus a few bytes.

@@ -17,7 +17,6 @@ type Entry struct {
 	leaf node
 
 	Addr   uint64   // remote address of the node
-	Parent uint64   // remote address of the slot that pointed to the node when it was read
 	Header uint64   // the node's header word as read
 	Slots  []uint64 // the node's slot words as read, up to its last non-empty one (SMART); a slot past them is empty
 	Level  int      // number of internal nodes above it (root = 0), for statistics
@@ -55,7 +54,7 @@ func (e *Entry) slot(b byte) int {
 // room for the next power of two of slots (at least 2), so the slots of a
 // node read into a reused buffer are cached at the cost of a single
 // allocation and at most twice their bytes.
-func NewEntry(addr, parent, header uint64, slots []uint64, level int) *Entry {
+func NewEntry(addr, header uint64, slots []uint64, level int) *Entry {
 	var e *Entry
 	size := 2
 	for size < len(slots) {
@@ -115,6 +114,6 @@ func NewEntry(addr, parent, header uint64, slots []uint64, level int) *Entry {
 	}
 	e.Slots = e.Slots[:len(slots)]
 	copy(e.Slots, slots)
-	e.Addr, e.Parent, e.Header, e.Level = addr, parent, header, level
+	e.Addr, e.Header, e.Level = addr, header, level
 	return e
 }

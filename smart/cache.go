@@ -110,7 +110,7 @@ func (s *session) raiseCachedType(t nodeType) {
 	}
 	slots := slices.Clone(e.Slots)
 	slots[s.entryIdx] = uint64(slot(slots[s.entryIdx]).withType(t))
-	c := artcache.NewEntry(e.Addr, e.Parent, e.Header, slots, e.Level)
+	c := artcache.NewEntry(e.Addr, e.Header, slots, e.Level)
 	c.Epoch = e.Epoch
 	s.t.cache.Insert(s.enc[:s.entryPlen], c)
 	s.entry = c
@@ -127,7 +127,7 @@ func (s *session) dropEntry() {
 
 // remember caches the node just read (s.node, at level, whose full prefix
 // is s.enc[:plen]) unless the cache already holds the same snapshot.
-func (s *session) remember(plen, level int, parent remote.Addr) {
+func (s *session) remember(plen, level int) {
 	t := s.t
 	if t.opts.CacheBytes < 0 {
 		return
@@ -148,14 +148,14 @@ func (s *session) remember(plen, level int, parent remote.Addr) {
 	if e, ok := t.cache.Get(prefix); ok && e.Addr == uint64(n.addr) && e.Header == uint64(n.h) && slices.Equal(e.Slots, slots) {
 		return
 	}
-	e := artcache.NewEntry(uint64(n.addr), uint64(parent), uint64(n.h), slots, level)
+	e := artcache.NewEntry(uint64(n.addr), uint64(n.h), slots, level)
 	e.Epoch = s.epoch
 	t.cache.Insert(prefix, e)
 }
 
 // rememberNew caches a NODE_4 this session just created and published, with
 // the given prefix, header and slots.
-func (s *session) rememberNew(prefix []byte, addr, parent remote.Addr, h header, level int, slots ...slot) {
+func (s *session) rememberNew(prefix []byte, addr remote.Addr, h header, level int, slots ...slot) {
 	if s.t.opts.CacheBytes < 0 {
 		return
 	}
@@ -163,7 +163,7 @@ func (s *session) rememberNew(prefix []byte, addr, parent remote.Addr, h header,
 	for i, sl := range slots {
 		words[i] = uint64(sl)
 	}
-	e := artcache.NewEntry(uint64(addr), uint64(parent), uint64(h), words, level)
+	e := artcache.NewEntry(uint64(addr), uint64(h), words, level)
 	e.Epoch = s.epoch
 	s.t.cache.Insert(prefix, e)
 }

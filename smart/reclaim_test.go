@@ -39,7 +39,7 @@ func TestReclaimStaleCacheSeesNoGhost(t *testing.T) {
 	if !ok || !slot(e.Slots[idx]).isLeaf() {
 		t.Fatalf("the victim's leaf slot is not cached (ok %v)", ok)
 	}
-	stale := artcache.NewEntry(e.Addr, e.Parent, e.Header, e.Slots, e.Level)
+	stale := artcache.NewEntry(e.Addr, e.Header, e.Slots, e.Level)
 	stale.Epoch = e.Epoch
 	sl := slot(e.Slots[idx])
 	slotAddr := nodeSlotAddr(remote.Addr(e.Addr), idx)

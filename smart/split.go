@@ -218,14 +218,13 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		return false, next, err
 	}
 	s.unlockAsync(ctx, cur.sl)
-	s.rememberNew(e1[:lcp], chain.final, chain.finalRev, chain.h, cur.level+chain.n, chain.oldSlot, chain.newSlot)
+	s.rememberNew(e1[:lcp], chain.final, chain.h, cur.level+chain.n, chain.oldSlot, chain.newSlot)
 	return true, cur, nil
 }
 
 // chain is the new structure of a leaf split, staged in the session.
 type chain struct {
 	first, final     remote.Addr // the chain's first and last node
-	finalRev         remote.Addr // the slot that will link final
 	h                header      // final's header
 	n                int         // nodes before final
 	oldSlot, newSlot slot        // final's slots: the old leaf, the new one
@@ -262,7 +261,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 		s.stage(node, nodeImage(s.img, rev, h, nodeSlot(e1[d+6], node4, next)))
 		node, rev, d = next, nodeSlotAddr(node, 0), d+7
 	}
-	c.first, c.final, c.finalRev = first, node, rev
+	c.first, c.final = first, node
 	c.h = makeHeader(d, node4, e1[d:lcp])
 	c.oldSlot = leafSlot(e2[lcp], cur.sl.leafClass(), cur.sl.addr())
 	c.newSlot = leafSlot(e1[lcp], class, la)
@@ -424,7 +423,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	// pointer, I3 M and the leaf written first), ② lower N's header and
 	// move its reverse pointer before returning (I5).
 	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), nodeAddr.Add(nodeRevOff), rev, func() error {
-		s.rememberNew(s.enc[:pos], ma, cur.addr, mh, cur.level,
+		s.rememberNew(s.enc[:pos], ma, mh, cur.level,
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
 		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, rev|revMoving, nodeSlotAddr(ma, 0))
 	})

@@ -199,7 +199,7 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 			return descent{out: atEnd, cur: cur}, nil
 		}
 		if n.skip == 0 {
-			s.remember(depth, cur.level, cur.addr)
+			s.remember(depth, cur.level)
 		}
 		i := n.find(enc[depth])
 		if i < 0 {
