@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"time"
@@ -118,8 +119,11 @@ type Config struct {
 	// distribution (streams of their own), so that the measurement starts
 	// with warm caches. They count in no figure but Result.WarmupOps and
 	// Result.WarmupRTTPerOp. Zero means DefaultWarmup(Records,
-	// ComputeNodes); negative
-	// means none. Traces and LoadOnly workloads have no warm-up.
+	// ComputeNodes) keys' worth: that many operations, divided by the keys
+	// an operation of the workload visits on average (a scan visits its
+	// length, 50.5 for YCSB E), so that a scan workload's warm-up costs
+	// what a point workload's does; negative means none. Traces and
+	// LoadOnly workloads have no warm-up.
 	WarmupOps int64
 	// ValueSize is the length of every written value (default 8).
 	ValueSize int
@@ -406,7 +410,7 @@ func (cfg Config) normalized() (Config, error) {
 		cfg.Ops = cfg.Records
 		cfg.WarmupOps = 0
 	case cfg.WarmupOps == 0:
-		cfg.WarmupOps = DefaultWarmup(cfg.Records, cfg.ComputeNodes)
+		cfg.WarmupOps = int64(math.Ceil(float64(DefaultWarmup(cfg.Records, cfg.ComputeNodes)) / cfg.Workload.keysPerOp()))
 	case cfg.WarmupOps < 0:
 		cfg.WarmupOps = 0
 	}

@@ -22,6 +22,9 @@ func TestWarmupNotCounted(t *testing.T) {
 	}{
 		{"explicit", "a", 500, 500},
 		{"default: the records per compute node", "c", 0, 4000}, // 2 compute nodes
+		// YCSB E: 95% scans of 50.5 pairs on average, 5% inserts, so
+		// ⌈4000 / (0.05 + 0.95 × 50.5)⌉ operations visit 4000 keys.
+		{"default for scans: the records' worth of keys", "e", 0, 84},
 		{"disabled", "a", -1, 0},
 		{"none for a load", "load", 700, 0},
 	} {

@@ -155,6 +155,18 @@ func Preset(name string) (Workload, error) {
 	return w, nil
 }
 
+// keysPerOp is how many keys an operation of w visits on average: one, or a
+// scan's mean length for the share of scans (1 for an invalid workload,
+// which Run refuses anyway).
+func (w Workload) keysPerOp() float64 {
+	n, err := w.normalized()
+	if err != nil {
+		return 1
+	}
+	p := n.Scan / (n.Read + n.Update + n.Insert + n.Scan + n.ReadModifyWrite)
+	return 1 - p + p*float64(n.MinScanLength+n.MaxScanLength)/2
+}
+
 // normalized fills the defaults and checks the weights.
 func (w Workload) normalized() (Workload, error) {
 	if w.ZipfTheta == 0 {

@@ -45,7 +45,8 @@
 // reading an internal node), mn_iops_util and mn_bw_util (the busiest
 // memory node's NIC, null outside the simulator), warmup_ops and
 // warmup_rtt_per_op (the unmeasured warm-up between load and run: one
-// operation per record per compute node by default, --warmup-ops), mn_bytes_per_key (the
+// operation per record per compute node by default, a scan counting as its mean length,
+// --warmup-ops), mn_bytes_per_key (the
 // memory-node memory the loaded index uses per record), cache_bytes_per_key (what one
 // compute node's index cache holds at the end, per record), and more.
 //

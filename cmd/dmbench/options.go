@@ -64,7 +64,7 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.keys, "keys", o.keys, "key type: int (8-byte big-endian) or email (at most 32 bytes)")
 	fs.Int64Var(&o.records, "records", o.records, "records loaded before the run phase")
 	fs.Int64Var(&o.ops, "ops", o.ops, "operations of the run phase, split over all clients")
-	fs.Int64Var(&o.warmup, "warmup-ops", o.warmup, fmt.Sprintf("warm-up operations between the load and the run phase, not measured (0: --records × --cns, at most %d; -1: none)", ycsb.MaxDefaultWarmup))
+	fs.Int64Var(&o.warmup, "warmup-ops", o.warmup, fmt.Sprintf("warm-up operations between the load and the run phase, not measured (0: --records × --cns keys' worth, at most %d, a scan counting its mean length; -1: none)", ycsb.MaxDefaultWarmup))
 	fs.IntVar(&o.valueSize, "value-size", o.valueSize, "value size in bytes")
 	fs.IntVar(&o.mns, "mns", o.mns, "memory nodes")
 	fs.IntVar(&o.cns, "cns", o.cns, "compute nodes")
