@@ -82,6 +82,17 @@ func FuzzSlotAndHeader(f *testing.F) {
 				t.Fatalf("header prefix byte %d", i)
 			}
 		}
+		// A node's header is never a forward; a forward names its node.
+		if hh.isForwarded() {
+			t.Fatalf("header %x reads as a forward", uint64(hh))
+		}
+		if fw := forwarded(node4+2, a); !fw.isForwarded() || fw.successor() != a || fw.nodeType() != node4+2 {
+			t.Fatalf("forward to %v: %x", a, uint64(fw))
+		}
+		// A word with only one of the two marks is not a forward.
+		if w := header(word | fwdPrefixLen<<13); w.depth() != fwdDepth && w.isForwarded() {
+			t.Fatalf("word %x without the forward's depth reads as a forward", uint64(w))
+		}
 		if len(prefix) > 0 && depth+len(prefix) < 1024 {
 			d := hh.dropped(1)
 			if d.depth() != depth+1 || d.prefixLen() != len(prefix)-1 || (len(prefix) > 1 && d.prefixByte(0) != prefix[1]) {

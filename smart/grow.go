@@ -547,7 +547,13 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 	// index: follow its forwards, reading only, and act (wait, repair) only
 	// on a chain that really leads to cur's node. Behind a slot at another
 	// index lies some other word, which must never be taken for a node.
+	// Nodes are 64-byte aligned, so a slot at another index usually gives
+	// away a base that is not; one that is, or a word that reads as a
+	// forward, must still name a node of the pool before anything reads it.
 	old := remote.Addr(uint64(rev) - idx)
+	if !s.t.mayBeNode(old) {
+		return false, nil
+	}
 	for n, hops := old, 0; n != cur.node; hops++ {
 		if hops == 4 {
 			return false, nil
@@ -555,7 +561,9 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 		if w, err = s.readWord(ctx, n.Add(nodeHeaderOff)); err != nil || !header(w).isForwarded() {
 			return false, err
 		}
-		n = header(w).successor()
+		if n = header(w).successor(); !s.t.mayBeNode(n) {
+			return false, nil
+		}
 	}
 	if _, err := s.lastSuccessor(ctx, old, cur.node); err != nil {
 		return false, err

@@ -199,8 +199,10 @@ func forwarded(t nodeType, to remote.Addr) header {
 	return header(fwdDepth | uint64(t)<<10 | fwdPrefixLen<<13 | packAddr(to)<<16)
 }
 
-// isForwarded reports whether h is the header of a node that moved.
-func (h header) isForwarded() bool { return h.prefixLen() == fwdPrefixLen }
+// isForwarded reports whether h is the header of a node that moved: both
+// marks, so that a word that is not a header (unfinishedMove may read one)
+// is rarely taken for a forward.
+func (h header) isForwarded() bool { return h.prefixLen() == fwdPrefixLen && h.depth() == fwdDepth }
 
 // successor returns the node a forwarded header names.
 func (h header) successor() remote.Addr { return unpackAddr(uint64(h) >> 16) }

@@ -201,6 +201,15 @@ func (t *Tree) nodeAlloc(typ nodeType) int {
 	return typ.allocBytes()
 }
 
+// mayBeNode reports whether a could be the address of an internal node of
+// the tree: 64-byte aligned, on one of the pool's memory nodes, with room
+// for a node's header below the memory node's end. unfinishedMove checks
+// addresses it derives from words that may not be what it hopes.
+func (t *Tree) mayBeNode(a remote.Addr) bool {
+	return !a.IsNil() && a.MN() < t.cn.Pool().MemoryNodes() && a.Offset()%addrAlign == 0 &&
+		int64(a.Offset())+nodeHeaderBytes <= t.nodeBytes
+}
+
 // nodeReadBytes is how much of the node sl names a walk of the whole
 // structure reads: all 256 slots with Options.PaperNodes (slots behind the
 // type may be in use while a type switch completes), else its type's.
