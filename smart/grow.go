@@ -396,7 +396,7 @@ func links(sl slot, node remote.Addr) bool { return !sl.isLeaf() && sl.addr() ==
 // cur's slot if the node was not forwarded). A later move that found wrong
 // there overwrote it (fixRev), and the CAS then fails: nothing is lost.
 func (s *session) followMove(ctx context.Context, cur cursor, revAt, wrong remote.Addr) error {
-	last, err := s.lastSuccessor(ctx, cur.node, 0)
+	last, err := s.lastSuccessor(ctx, cur.node)
 	if err != nil {
 		return err
 	}
@@ -406,12 +406,9 @@ func (s *session) followMove(ctx context.Context, cur cursor, revAt, wrong remot
 
 // lastSuccessor follows the forwards from the node at node, waiting for
 // each move to finish, to the node that replaced it last (node itself if
-// it never moved), or stops at stop. A node moves at most three times.
-func (s *session) lastSuccessor(ctx context.Context, node, stop remote.Addr) (remote.Addr, error) {
+// it never moved). A node moves at most three times.
+func (s *session) lastSuccessor(ctx context.Context, node remote.Addr) (remote.Addr, error) {
 	for range 4 {
-		if node == stop {
-			break
-		}
 		if err := s.awaitMove(ctx, node); err != nil {
 			return node, err
 		}
@@ -554,10 +551,13 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 	if !s.t.mayBeNode(old) {
 		return false, nil
 	}
-	for n, hops := old, 0; n != cur.node; hops++ {
-		if hops == 4 {
+	var chain [4]remote.Addr // the nodes forwarded on the way (a node moves at most three times)
+	hops := 0
+	for n := old; n != cur.node; hops++ {
+		if hops == len(chain) {
 			return false, nil
 		}
+		chain[hops] = n
 		if w, err = s.readWord(ctx, n.Add(nodeHeaderOff)); err != nil || !header(w).isForwarded() {
 			return false, err
 		}
@@ -565,8 +565,12 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 			return false, nil
 		}
 	}
-	if _, err := s.lastSuccessor(ctx, old, cur.node); err != nil {
-		return false, err
+	// A forward is set once: the chain stays; wait for (or repair) the
+	// moves along it.
+	for _, n := range chain[:hops] {
+		if err := s.awaitMove(ctx, n); err != nil {
+			return false, err
+		}
 	}
 	// The move's M4 for this child, done here: a leaf split that failed on
 	// the frozen slot may have put the pointer back after the mover moved
