@@ -28,6 +28,8 @@ type Client struct {
 
 	faulty atomic.Bool // a fault is armed or struck (crash.go)
 	fault  fault
+
+	by time.Duration // DoBy's deadline for the batch being executed (0: none)
 }
 
 type chunk struct{ cur, end uint64 }
@@ -89,6 +91,23 @@ func (c *Client) Do(ctx context.Context, ops []Op) error {
 	}
 	c.stats.countBatch(ops, true)
 	return nil
+}
+
+// DoBy is Do for a batch that must leave by time by on the client's clock
+// (Now): a write under a lease, which others may act against once it has
+// run out. If the batch would leave later, nothing of it is executed and
+// DoBy returns ErrLate. The simulator checks at the batch's virtual posting
+// instant, after any wait for its turn to run (a goroutine not started by
+// Pool.Go queues for it while virtual time moves on); the other transports
+// check right before they hand the batch to the memory nodes, which leaves
+// only the time the verbs take to leave the machine.
+func (c *Client) DoBy(ctx context.Context, ops []Op, by time.Duration) error {
+	if c.Now() > by {
+		return ErrLate
+	}
+	c.by = by
+	defer func() { c.by = 0 }()
+	return c.Do(ctx, ops)
 }
 
 // Post posts ops unsignaled: the client does not wait for completion and

@@ -36,4 +36,7 @@ var (
 	// goroutine not started by Pool.Go fails with it only after a second of
 	// wall time in which no goroutine used the pool.
 	ErrDeadlock = errors.New("remote: simulation deadlock")
+	// ErrLate: a batch given to DoBy would have left after its deadline.
+	// Nothing of it was executed.
+	ErrLate = errors.New("remote: batch past its deadline")
 )

@@ -304,6 +304,10 @@ func (s *sim) exec(_ context.Context, c *Client, ops []Op, signaled bool) error 
 	sc := c.sim
 	s.enter(sc)
 	t0 := s.clock + sc.cpu
+	if c.by != 0 && psDur(t0) > c.by {
+		s.leave(sc)
+		return ErrLate
+	}
 	at := t0 + int64(len(ops))*s.k.cpuVerb
 	var head, tail *verbRec
 	for i := range ops {

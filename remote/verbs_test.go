@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dmindex/dmindex/internal/testseed"
 )
@@ -426,5 +427,55 @@ func TestNewPoolTooLarge(t *testing.T) {
 	}
 	if _, err := NewPool(Config{NodeBytes: -1}); err == nil || !strings.Contains(err.Error(), "NodeBytes -1") {
 		t.Fatalf("NewPool with NodeBytes -1: %v", err)
+	}
+}
+
+// TestDoBy checks DoBy's deadline on every transport: a batch whose
+// deadline has passed is refused with ErrLate and nothing of it lands; one
+// within its deadline runs like Do. In the simulator the deadline is also
+// checked at the batch's virtual posting instant, after the client got its
+// turn (a plain goroutine queued for it while the clock moved on): the
+// test sets the deadline behind DoBy's own check to reach that one.
+func TestDoBy(t *testing.T) {
+	for _, tc := range allTransports {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := t.Context()
+			p := tc.pool(t, Config{MemoryNodes: 1})
+			c := p.NewComputeNode().NewClient()
+			a, err := c.Alloc(ctx, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			word := func() uint64 {
+				t.Helper()
+				var b [8]byte
+				if err := c.Read(ctx, a, b[:]); err != nil {
+					t.Fatal(err)
+				}
+				return binary.LittleEndian.Uint64(b[:])
+			}
+			c.Compute(time.Microsecond)
+			if err := c.DoBy(ctx, []Op{CAS(a, 0, 1)}, c.Now()-time.Nanosecond); !errors.Is(err, ErrLate) {
+				t.Fatalf("DoBy past its deadline: %v, want ErrLate", err)
+			}
+			if w := word(); w != 0 {
+				t.Fatalf("a late batch landed: word %d", w)
+			}
+			if err := c.DoBy(ctx, []Op{CAS(a, 0, 2)}, c.Now()+time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			if w := word(); w != 2 {
+				t.Fatalf("a batch within its deadline: word %d, want 2", w)
+			}
+			if p.Config().Sim == nil {
+				return
+			}
+			c.by = c.Now() - time.Nanosecond
+			err = c.Do(ctx, []Op{CAS(a, 2, 3)})
+			c.by = 0
+			if !errors.Is(err, ErrLate) || word() != 2 {
+				t.Fatalf("the simulator posted a batch past its deadline: %v, word %d", err, word())
+			}
+		})
 	}
 }

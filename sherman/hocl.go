@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/internal/registry"
@@ -70,6 +71,9 @@ type held struct {
 	global bool        // the global word is set on our behalf
 	val    uint64      // the global word's value while global
 	retag  bool        // handed over: val is the previous holder's tag
+	// from is when others may have started to act on the word: see
+	// registry.Node.Judged (stillHeld).
+	from time.Duration
 }
 
 func newLockTable(memoryNodes, size, handOver int) *lockTable {
@@ -167,12 +171,14 @@ const (
 func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
 	var watch registry.Watch
 	for i := 0; ; i++ {
+		h.from = s.t.reg.LockedAt(s.c.Now())
 		old, err := s.c.CAS(ctx, h.word, 0, s.tag)
 		if err == nil && old == 0 {
 			break
 		}
 		if err == nil && i >= judgeFirst && (i-judgeFirst)%judgeEvery == 0 {
 			s.touch()
+			h.from = s.t.reg.LockedAt(s.c.Now())
 			var won bool
 			if won, err = s.takeover(ctx, h.word, old, &watch); err == nil && won {
 				break
@@ -215,6 +221,7 @@ func (s *session) readLocked(ctx context.Context, h held, a remote.Addr, level i
 	if h.retag {
 		b := buf[:s.t.g.bytesFor(level)]
 		ops := []remote.Op{remote.CAS(h.word, h.val, s.tag), remote.Read(a, b)}
+		h.from = s.t.reg.LockedAt(s.c.Now())
 		// Not cancellable: a batch that did not run would leave unknown
 		// whether the word is still the previous holder's.
 		if err := s.c.Do(context.WithoutCancel(ctx), ops); err != nil {
@@ -271,8 +278,10 @@ func (l *localLock) dequeue(w *waiter) {
 // writing nothing, if not.
 func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 	ctx = context.WithoutCancel(ctx)
+	by := registry.NoDeadline
 	if len(data) > 0 && h.global {
-		if err := s.stillHeld(ctx, &h); err != nil {
+		var err error
+		if by, err = s.stillHeld(ctx, &h); err != nil {
 			s.pass(ctx, h)
 			return err
 		}
@@ -292,7 +301,13 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 	var err error
 	switch {
 	case len(data) > 0:
-		err = s.c.Do(ctx, ops)
+		// Posted by the deadline stillHeld allows; a stalled client checks
+		// again.
+		for err = s.c.DoBy(ctx, ops, by); errors.Is(err, remote.ErrLate); err = s.c.DoBy(ctx, ops, by) {
+			if by, err = s.stillHeld(ctx, &h); err != nil {
+				break
+			}
+		}
 	case len(ops) > 0:
 		// A bare unlock: nothing depends on its completion.
 		err = s.c.Post(ctx, ops)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/internal/registry"
@@ -145,31 +146,38 @@ func (s *session) touch() {
 }
 
 // stillHeld is called before a write under h: it sends the heartbeat if one
-// is due and, if the node was silent for half a lease (others may have
+// is due and, if any client of the compute node found it silent for half a
+// lease since h's word was set (registry.Node.Judged: others may have
 // judged it dead and may be taking the word over), renews the member's
 // incarnation (registry.Member.Renew: the old tag is dead from now on) and
 // moves the word to the new tag with CAS(word: old → new). Success proves
 // that no waiter took the word over, and every later takeover CAS naming
-// the old tag fails; failure means the lock was lost.
-func (s *session) stillHeld(ctx context.Context, h *held) error {
-	stale, err := s.m.Touch(ctx, s.c)
-	if err != nil || !stale {
-		return err
+// the old tag fails; failure means the lock was lost. It returns the
+// deadline of the write that follows (registry.Node.WriteBy, read before
+// the check; remote.Client.DoBy).
+func (s *session) stillHeld(ctx context.Context, h *held) (by time.Duration, err error) {
+	if _, err := s.m.Touch(ctx, s.c); err != nil {
+		return 0, err
+	}
+	by = s.t.reg.WriteBy()
+	if !s.t.reg.Judged(h.from, s.c.Now()) {
+		return by, nil
 	}
 	if _, err := s.m.Renew(ctx, s.c); err != nil {
-		return err
+		return 0, err
 	}
 	s.tag = s.m.Tag()
+	h.from = s.c.Now()
 	old, err := s.c.CAS(ctx, h.word, h.val, s.tag)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if old != h.val {
 		h.global = false
-		return fmt.Errorf("sherman: global lock %v now holds %#x: %w", h.word, old, ErrLeaseLost)
+		return 0, fmt.Errorf("sherman: global lock %v now holds %#x: %w", h.word, old, ErrLeaseLost)
 	}
 	h.val = s.tag
-	return nil
+	return s.t.reg.WriteBy(), nil
 }
 
 // takeover judges the holder of the global word whose value is old (watch
@@ -204,7 +212,9 @@ func (s *session) takeover(ctx context.Context, word remote.Addr, old uint64, wa
 	}
 	ops = append(ops, remote.CAS(word, old, s.tag|repairBit))
 	s.ops = ops[:0]
-	if err := s.c.Do(context.WithoutCancel(ctx), ops); err != nil {
+	if err := s.c.DoBy(context.WithoutCancel(ctx), ops, watch.ActBy()); errors.Is(err, remote.ErrLate) {
+		return false, nil // the judgement is too old to act on: judge again
+	} else if err != nil {
 		return false, err
 	}
 	if ops[len(ops)-1].Old != old {

@@ -57,7 +57,7 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 	case res == leafOther:
 		return true, false, cur, nil
 	}
-	if err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
+	if _, err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
 		return false, false, cur, err
 	}
 	// The leaf is ours: complete even if ctx is cancelled.
@@ -67,7 +67,7 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 	//  3. W(L.lock = RETIRED) before returning (I4, I5).
 	ctx = context.WithoutCancel(ctx)
 	leaf := cur.sl
-	ops, err := s.link(ctx, s.markRemoved(s.batch(), leaf, v.meta), remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
+	ops, err := s.linkUnder(ctx, leafLockAddr(leaf), s.markRemoved(s.batch(), leaf, v.meta), remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
 	if err != nil {
 		return false, false, cur, err
 	}

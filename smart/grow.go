@@ -83,6 +83,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	}
 	revAddr := n.addr.Add(nodeRevOff)
 	// M1: the mark; fails if a header split or another move of N is under way.
+	flagAt := s.c.Now()
 	old, err := s.c.CAS(ctx, revAddr, uint64(n.rev), uint64(n.rev|revMoving))
 	if err == nil && old != uint64(n.rev) {
 		err = s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
@@ -95,7 +96,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 		return false, cur, s.dropNode(to, nt, err)
 	}
 	ctx = context.WithoutCancel(ctx) // a flagged node is always moved
-	if lost, err := s.flagLost(ctx, revAddr, n.rev|revMoving); err != nil || lost {
+	if lost, err := s.flagLost(ctx, revAddr, n.rev|revMoving, flagAt); err != nil || lost {
 		// Silent for so long that a waiter may have judged the mark dead
 		// and cleared it: freeze nothing.
 		if err == nil {

@@ -93,12 +93,18 @@ func onNode(ops []remote.Op, mn int) bool {
 // trip of their own. It returns the batch that executed pub, pub's verbs
 // last.
 func (s *session) link(ctx context.Context, ops []remote.Op, pub ...remote.Op) ([]remote.Op, error) {
+	return s.linkUnder(ctx, 0, ops, pub...)
+}
+
+// linkUnder is link for a change made under the leaf lock whose word is at
+// lock (nil: none): each of its batches is posted by doUnder.
+func (s *session) linkUnder(ctx context.Context, lock remote.Addr, ops []remote.Op, pub ...remote.Op) ([]remote.Op, error) {
 	if !onNode(ops, pub[0].Addr.MN()) {
-		if err := s.do(ctx, ops); err != nil {
+		if err := s.doUnder(ctx, lock, ops); err != nil {
 			return ops, err
 		}
 		ops = s.batch()
 	}
 	ops = append(ops, pub...)
-	return ops, s.do(ctx, ops)
+	return ops, s.doUnder(ctx, lock, ops)
 }

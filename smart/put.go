@@ -100,7 +100,7 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 	case err != nil || res == leafMoved:
 		return false, cur, err
 	}
-	if err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
+	if _, err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
 		return false, cur, err
 	}
 	switch {
@@ -211,6 +211,7 @@ func (s *session) lockAndRead(ctx context.Context, sl slot) (leafView, leafState
 	s.leafBuf = grow(s.leafBuf, n)
 	lockAddr := sl.addr().Add(uint64(n - 8))
 	ops := append(s.batch(), remote.CAS(lockAddr, 0, s.lockTag()), remote.Read(sl.addr(), s.leafBuf))
+	s.lockFrom = s.t.reg.LockedAt(s.c.Now())
 	if err := s.do(ctx, ops); err != nil {
 		return leafView{}, 0, 0, err
 	}
@@ -260,17 +261,18 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, 
 		s.unlockAsync(ctx, sl) // nothing was written
 		return err
 	}
+	lock := leafLockAddr(sl)
 	ops = append(ops, remote.Write(a.Add(leafMetaOff), data))
 	switch s.t.opts.Release {
 	case ReleaseInWrite:
-		return s.do(ctx, ops)
+		return s.doUnder(ctx, lock, ops)
 	case ReleaseRoundTrip:
-		if err := s.do(ctx, ops); err != nil {
+		if err := s.doUnder(ctx, lock, ops); err != nil {
 			return err
 		}
 		ops = s.batch()
 	}
-	return s.do(ctx, append(ops, remote.Write(a.Add(uint64(n-8)), s.img[n-8:n])))
+	return s.doUnder(ctx, lock, append(ops, remote.Write(a.Add(uint64(n-8)), s.img[n-8:n])))
 }
 
 // moveLeaf replaces a locked leaf whose new value does not fit its size
@@ -287,7 +289,11 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 		// No memory node has room (or the pool closed): nothing changed;
 		// give the leaf back and fail, since a retry would find the same
 		// leaf and the same shortage.
-		return false, cur, errors.Join(err, s.unlock(ctx, old, meta))
+		uerr := s.unlock(ctx, old, meta)
+		if uerr == errRestart {
+			uerr = nil // the lock was lost meanwhile: nothing to give back
+		}
+		return false, cur, errors.Join(err, uerr)
 	}
 	// Out-of-place update:
 	//  1. W(L') and W(L.meta without valid): I3, L' complete before it is
@@ -296,8 +302,11 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 	//  3. W(L.lock = RETIRED) before returning (I4, I5).
 	s.img = leafImage(s.img, cur.addr, key, value, class, s.t.epoch())
 	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
-	ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
+	ops, err = s.linkUnder(ctx, leafLockAddr(old), ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
 	if err != nil {
+		if err == errRestart {
+			s.dropUnlinked(na, class) // the lock was lost: never linked
+		}
 		return false, cur, err
 	}
 	if got := slot(ops[len(ops)-1].Old); got != cur.sl {
@@ -340,14 +349,22 @@ func (s *session) retire(ctx context.Context, sl slot) error {
 	return nil
 }
 
-// unlock restores a locked leaf that stays linked: valid again (meta) and
-// its lock free, the release after the meta in one batch.
+// unlock restores a leaf that the session locked and that stays linked:
+// valid again (meta) and its lock free, the release after the meta in one
+// batch, posted by doUnder.
 func (s *session) unlock(ctx context.Context, sl slot, meta uint64) error {
+	return s.restore(ctx, sl, meta, leafLockAddr(sl))
+}
+
+// restore is unlock for a leaf locked by the session (lock: its lock word,
+// confirmed by doUnder) or taken over by it as a repairer (lock nil:
+// repairs are not checked, docs/recovery.md).
+func (s *session) restore(ctx context.Context, sl slot, meta uint64, lock remote.Addr) error {
 	binary.LittleEndian.PutUint64(s.meta[:], meta|metaValidBit)
 	a := sl.addr()
 	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), s.meta[:]),
 		remote.Write(leafLockAddr(sl), zeroWord[:]))
-	return s.do(context.WithoutCancel(ctx), ops)
+	return s.doUnder(context.WithoutCancel(ctx), lock, ops)
 }
 
 // installLeaf replaces a tombstone slot with a new leaf, written on the

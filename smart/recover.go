@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
+	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
@@ -72,42 +72,72 @@ func (t *Tree) replace(s *session) {
 	}
 }
 
-// holding is called right after the session took a leaf's lock, before
-// it writes anything under it (docs/recovery.md, "Stale writers"). If the
-// compute node's heartbeat is half a lease old, other nodes may have judged
-// this client dead and taken the lock over: the client takes a new
-// incarnation and moves the lock from its old tag to the new one with a
-// CAS, which fails if the lock was taken over (and makes every waiter's
-// takeover of the old tag fail from then on). The operation then fails
-// with ErrLeaseLost, having written nothing. What remains is a pause of
-// half a lease between this check and the verbs that follow.
-func (s *session) holding(ctx context.Context, lockAddr remote.Addr) error {
-	stale, err := s.m.Touch(ctx, s.c)
-	if err != nil || !stale {
-		return wrapRemote(err)
+// holding is called after the session took a leaf's lock, and by doUnder
+// before each batch written under it (docs/recovery.md, "Stale writers").
+// It sends the heartbeat if one is due; if any client of the compute node
+// found it silent for half a lease since the lock was taken
+// (registry.Node.Judged: other nodes may have judged this client dead and
+// taken the lock over), the client takes a new incarnation and moves the
+// lock word to its new tag with a CAS, which fails if the lock was taken
+// over (and makes every waiter's takeover of the old tag fail from then
+// on). The lock is then the repairer's, the session has written nothing
+// under it since this check last passed, and the operation starts again
+// (errRestart). It returns the deadline of the batch that follows
+// (registry.Node.WriteBy, read before the check so that a heartbeat ending
+// a gap after the check is too late for it).
+func (s *session) holding(ctx context.Context, lockAddr remote.Addr) (time.Duration, error) {
+	if _, err := s.m.Touch(ctx, s.c); err != nil {
+		return 0, wrapRemote(err)
+	}
+	by := s.t.reg.WriteBy()
+	if !s.t.reg.Judged(s.lockFrom, s.c.Now()) {
+		return by, nil
 	}
 	old, err := s.m.Renew(ctx, s.c)
 	if err != nil {
-		return wrapRemote(err)
+		return 0, wrapRemote(err)
 	}
+	s.lockFrom = s.c.Now()
 	got, err := s.c.CAS(ctx, lockAddr, old, s.lockTag())
 	switch {
 	case err != nil:
-		return err
+		return 0, err
 	case got != old:
-		return fmt.Errorf("%w: leaf lock at %v, now %#x", ErrLeaseLost, lockAddr, got)
+		return 0, errRestart
 	}
-	return nil
+	return s.t.reg.WriteBy(), nil
 }
 
-// flagLost is holding for a header split's moving flag at revAddr, set to
-// flagged by this session: if the compute node's heartbeat is half a lease
-// old, a waiter may have judged the split dead and undone the flag, so the
-// flag is read again; lost reports that it changed.
-func (s *session) flagLost(ctx context.Context, revAddr, flagged remote.Addr) (bool, error) {
-	stale, err := s.m.Touch(ctx, s.c)
-	if err != nil || !stale {
-		return false, wrapRemote(err)
+// doUnder executes ops, a batch written under the leaf lock whose word is
+// at lock (nil: none, a plain do): holding confirms the lock, and the batch
+// must leave by the deadline it returns (remote.Client.DoBy); if it would
+// leave later (the client stalled), nothing of it runs and the check runs
+// again.
+func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op) error {
+	if lock.IsNil() {
+		return s.do(ctx, ops)
+	}
+	s.ops = ops
+	for {
+		by, err := s.holding(ctx, lock)
+		if err != nil {
+			return err
+		}
+		if err := s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
+			return err
+		}
+	}
+}
+
+// flagLost is holding for a header split's or a move's moving flag at
+// revAddr, set to flagged by a CAS this session posted at time at. The
+// flag carries no owner: a waiter undoes it once it stood still for a lease
+// on the waiter's clock (waitMoving, repairFlag). Half a lease after at,
+// that may have happened, so the flag is read again; lost reports that it
+// changed.
+func (s *session) flagLost(ctx context.Context, revAddr, flagged remote.Addr, at time.Duration) (bool, error) {
+	if s.c.Now()-at < s.t.reg.Lease()/2 {
+		return false, nil
 	}
 	w, err := s.readWord(ctx, revAddr)
 	return remote.Addr(w) != flagged, err
@@ -133,7 +163,7 @@ func (s *session) recoverHeld(ctx context.Context, w *registry.Watch, sl slot, w
 	if err != nil || !dead {
 		return err
 	}
-	_, err = s.recoverLeaf(ctx, sl.addr(), sl.leafClass(), word)
+	_, err = s.recoverLeaf(ctx, sl.addr(), sl.leafClass(), word, w.ActBy())
 	return err
 }
 
@@ -154,7 +184,9 @@ func (s *session) judgeLeaf(ctx context.Context, sl slot, attempt int) error {
 // recoverLeaf takes over the lock of the leaf of class class at a, held by
 // the dead tag dead, repairs what its holder left and releases it. It
 // reports false if the lock word no longer held dead (another repairer won,
-// or the holder released it after all).
+// or the holder released it after all) or if the takeover would have left
+// after by, the deadline of the judgement (registry.Watch.ActBy): the
+// caller judges again.
 //
 // Before the takeover it copies the dead holder's redo record of this leaf,
 // if there is one, into its own redo slot: a repairer that dies in turn
@@ -164,7 +196,7 @@ func (s *session) judgeLeaf(ctx context.Context, sl slot, attempt int) error {
 // holder's slot that repairs the leaf (settle) rewrites the record in the
 // slot it shares with the dead holder, and if it dies before its lock CAS
 // the next repairer, looking up the dead holder, still finds the record.
-func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dead uint64) (bool, error) {
+func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dead uint64, by time.Duration) (bool, error) {
 	ctx = context.WithoutCancel(ctx) // a lock taken over is always released
 	n := classBytes(class)
 	rec, ok, err := s.carryRedo(ctx, a, n, dead)
@@ -173,7 +205,10 @@ func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dea
 	}
 	buf := make([]byte, n)
 	ops := append(s.batch(), remote.CAS(a.Add(uint64(n-8)), dead, s.lockTag()|repairBit), remote.Read(a, buf))
-	if err := s.do(ctx, ops); err != nil {
+	s.ops = ops
+	if err := s.c.DoBy(ctx, ops, by); errors.Is(err, remote.ErrLate) {
+		return false, nil // the judgement is too old to act on: judge again
+	} else if err != nil {
 		return false, err
 	}
 	if !ops[0].Succeeded() {
@@ -232,7 +267,7 @@ func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf 
 		case err != nil:
 			return err
 		case linked:
-			return s.unlock(ctx, leafSlot(0, class, a), v.meta)
+			return s.restore(ctx, leafSlot(0, class, a), v.meta, 0)
 		}
 		return s.retire(ctx, leafSlot(0, class, a))
 	}
@@ -307,7 +342,7 @@ func (s *session) settle(ctx context.Context) func(registry.Redo) error {
 		if err != nil || !registry.IsTag(lock) || registry.SlotOf(lock) != r.Tag || lock&^repairBit == s.lockTag() {
 			return err
 		}
-		_, err = s.recoverLeaf(ctx, a, class, lock)
+		_, err = s.recoverLeaf(ctx, a, class, lock, registry.NoDeadline) // judged by its slot's new incarnation
 		return err
 	}
 }

@@ -200,7 +200,7 @@ func TestStaleWriter(t *testing.T) {
 					return
 				}
 				s.c.Compute(3 * lease) // paused: no heartbeat
-				if holdErr = s.holding(ctx, leafLockAddr(cur.sl)); holdErr == nil {
+				if _, holdErr = s.holding(ctx, leafLockAddr(cur.sl)); holdErr == nil {
 					writeErr = s.writeInPlace(ctx, cur.sl, k, []byte("from a"), metaBirth(v.meta))
 				}
 			})
@@ -216,8 +216,8 @@ func TestStaleWriter(t *testing.T) {
 			want := "from a"
 			if contended {
 				want = "from b"
-				if !errors.Is(holdErr, ErrLeaseLost) || otherErr != nil {
-					t.Fatalf("holder: %v (want ErrLeaseLost); the other compute node's Put: %v", holdErr, otherErr)
+				if holdErr != errRestart || otherErr != nil {
+					t.Fatalf("holder: %v (want errRestart: the lock was taken over, nothing was written, the operation starts again); the other compute node's Put: %v", holdErr, otherErr)
 				}
 			} else if holdErr != nil || writeErr != nil {
 				t.Fatalf("an uncontended holder after its pause: %v, %v", holdErr, writeErr)

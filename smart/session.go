@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/internal/registry"
@@ -49,6 +50,10 @@ type session struct {
 	gen   uint64         // the registry's heartbeat generation at the pin (lost)
 	redo  []byte         // a redo record being written (recover.go)
 	watch registry.Watch // a reader's judgement of a torn leaf's writer
+	// lockFrom is when others may have started to act on the leaf lock the
+	// session last took: registry.Node.LockedAt of the time its CAS was
+	// posted, or the time of the CAS that renewed it (holding).
+	lockFrom time.Duration
 
 	// A scan's buffers, kept between scans (scanner.keep).
 	scanFront, scanNext []entry

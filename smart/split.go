@@ -190,7 +190,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	if s.t.opts.LockedInternal && cur.node != 0 {
 		ok, next, err = s.publishLocked(ctx, cur, ops, repl)
 	} else {
-		ops, err = s.link(ctx, ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
+		ops, err = s.linkUnder(ctx, leafLockAddr(cur.sl), ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
 		if err == nil {
 			got := slot(ops[len(ops)-1].Old)
 			ok, next = got == cur.sl, cur.with(got)
@@ -208,6 +208,12 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	}
 	if err == nil && !ok {
 		return false, next, lockedSlotChanged(cur, next.sl)
+	}
+	if err == errRestart {
+		// The lock was lost (holding): the repairer points the reverse
+		// pointer back; write nothing more.
+		s.dropUnlinked(chain.leaf, chain.leafClass)
+		return false, cur, err
 	}
 	if err != nil {
 		// The pool failed: put the reverse pointer back before the release.
@@ -298,6 +304,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		return false, cur, errRestart
 	}
 	mark := remote.CAS(revAddr, uint64(revOld), uint64(revOld|revMoving))
+	flagAt := s.c.Now()
 	if onNode(ops, cur.addr.MN()) {
 		s.lockOps[0] = mark
 		if err := s.c.Do(ctx, s.lockOps[:1]); err != nil {
@@ -316,7 +323,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		return false, cur, s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
 	}
 	ctx = context.WithoutCancel(ctx) // the flag is always cleared
-	if lost, err := s.flagLost(ctx, revAddr, revOld|revMoving); err != nil || lost {
+	if lost, err := s.flagLost(ctx, revAddr, revOld|revMoving, flagAt); err != nil || lost {
 		// Silent for so long that a waiter may have judged the split dead
 		// and undone the flag (repairFlag): publish nothing.
 		if err == nil {

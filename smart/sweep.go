@@ -3,6 +3,7 @@ package smart
 import (
 	"context"
 	"encoding/binary"
+	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
@@ -128,7 +129,7 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 	}
 	if w.s.t.opts.LockedInternal {
 		lock := binary.LittleEndian.Uint64(buf[nodeLockOff:])
-		if err := w.lock(ctx, a.Add(nodeLockOff), lock, func(ctx context.Context, word uint64) error {
+		if err := w.lock(ctx, a.Add(nodeLockOff), lock, func(ctx context.Context, word uint64, _ time.Duration) error {
 			// A node holds no state under its lock (locked.go).
 			old, err := w.s.c.CAS(ctx, a.Add(nodeLockOff), word, 0)
 			if err == nil && old == word {
@@ -224,15 +225,16 @@ func (w *sweeper) leaf(ctx context.Context, cur cursor) error {
 		return err
 	}
 	lock := binary.LittleEndian.Uint64(buf[n-8:])
-	return w.lock(ctx, a.Add(uint64(n-8)), lock, func(ctx context.Context, word uint64) error {
-		_, err := w.s.recoverLeaf(ctx, a, class, word)
+	return w.lock(ctx, a.Add(uint64(n-8)), lock, func(ctx context.Context, word uint64, by time.Duration) error {
+		_, err := w.s.recoverLeaf(ctx, a, class, word, by)
 		return err
 	})
 }
 
 // lock judges the lock word at at, found holding word, and runs recover
-// (which takes it over and releases it) if its holder is dead.
-func (w *sweeper) lock(ctx context.Context, at remote.Addr, word uint64, recover func(context.Context, uint64) error) error {
+// (which takes it over, by the judgement's deadline, and releases it) if its
+// holder is dead.
+func (w *sweeper) lock(ctx context.Context, at remote.Addr, word uint64, recover func(context.Context, uint64, time.Duration) error) error {
 	if word == 0 || !registry.IsTag(word) {
 		return nil
 	}
@@ -252,7 +254,7 @@ func (w *sweeper) lock(ctx context.Context, at remote.Addr, word uint64, recover
 	}
 	delete(w.watched, at)
 	before := w.s.t.rstats.recovered.Load()
-	if err := recover(context.WithoutCancel(ctx), word); err != nil {
+	if err := recover(context.WithoutCancel(ctx), word, o.watch.ActBy()); err != nil {
 		return err
 	}
 	if w.s.t.rstats.recovered.Load() != before {

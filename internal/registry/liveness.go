@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/dmindex/dmindex/remote"
@@ -18,7 +19,20 @@ type Watch struct {
 	client uint64 // its client word then
 	since  time.Duration
 	set    bool
+	by     time.Duration // ActBy
 }
+
+// NoDeadline is the deadline of a judgement that does not expire.
+const NoDeadline = time.Duration(math.MaxInt64)
+
+// ActBy returns the deadline (remote.Client.DoBy) of the takeover CAS that
+// acts on the judgement Dead last returned true for: half a lease after
+// the judging read was posted if the judgement came from a heartbeat that
+// stood still (a holder's Node.LockedAt counts on takeovers landing within
+// that of the read they were decided on), NoDeadline if it came from the
+// holder's client word (closed, marked dead or renewed: that does not
+// change back).
+func (w *Watch) ActBy() time.Duration { return w.by }
 
 // Dead judges the holder of a lock whose word is word (a Tag, possibly with
 // other flag bits), for a waiter that has already retried the lock for a
@@ -40,6 +54,7 @@ func (n *Node) Dead(ctx context.Context, c *remote.Client, w *Watch, word uint64
 	}
 	var hdr [16]byte
 	var cw [8]byte
+	before := c.Now()
 	if err := c.Do(ctx, []remote.Op{remote.Read(n.blockAddr(b), hdr[:]), remote.Read(n.clientAddr(b, k), cw[:])}); err != nil {
 		return false, fmt.Errorf("registry: %w", err)
 	}
@@ -47,10 +62,12 @@ func (n *Node) Dead(ctx context.Context, c *remote.Client, w *Watch, word uint64
 	hb := binary.LittleEndian.Uint64(hdr[hbOff:])
 	client := binary.LittleEndian.Uint64(cw[:])
 	if owner&1 == 0 || client&3 != stateLive || (client>>2)&incMask != inc {
+		w.by = NoDeadline
 		return true, nil
 	}
 	now := c.Now()
 	if w.set && w.word == word && w.owner == owner && w.hb == hb && w.client == client {
+		w.by = before + n.opts.Lease/2
 		return now-w.since >= n.opts.Lease, nil
 	}
 	*w = Watch{word: word, owner: owner, hb: hb, client: client, since: now, set: true}

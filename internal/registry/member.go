@@ -163,6 +163,7 @@ func (m *Member) Touch(ctx context.Context, c *remote.Client) (stale bool, err e
 	}
 	if since >= n.opts.Lease/2 {
 		n.gaps.Add(1)
+		n.gapEnd.Store(int64(now))
 	}
 	n.lastBeat.Store(int64(now))
 	n.beats++
@@ -203,6 +204,36 @@ func (n *Node) Gen() uint64 { return n.gaps.Load() }
 func (n *Node) Lost(now time.Duration, gen uint64) bool {
 	return gen != n.gaps.Load() || now-time.Duration(n.lastBeat.Load()) >= n.opts.Lease/2
 }
+
+// Judged reports whether another node may have judged this one dead and
+// taken over a lock word holding a member's tag after from, at time now on
+// the caller's clock (docs/recovery.md, "Stale writers"): a heartbeat that
+// ended a gap of Lease/2 or more left after from, or the last one is Lease/2
+// old by now. A member holding a lock calls Touch, then Judged, before each
+// write under it, with from as returned by LockedAt when it set the word, or
+// the time it posted the CAS that moved the word to its renewed tag (a
+// waiter can only judge a word it has watched for a Lease, and nobody saw a
+// new tag before). Unlike the stale result of Touch, which only the member
+// whose call sent the heartbeat sees, Judged sees every member's.
+func (n *Node) Judged(from, now time.Duration) bool {
+	return n.gapEnd.Load() > int64(from) || now-time.Duration(n.lastBeat.Load()) >= n.opts.Lease/2
+}
+
+// WriteBy returns the deadline of a batch written under a lock
+// (remote.Client.DoBy), as of the heartbeats sent so far: half a lease after
+// the last one. A batch that leaves by then leaves before the node has been
+// silent for half a lease, so before any waiter can have watched its tag
+// stand still for a lease. Read it before Judged: a heartbeat that ends a
+// gap after the check comes at WriteBy or later.
+func (n *Node) WriteBy() time.Duration {
+	return time.Duration(n.lastBeat.Load()) + n.opts.Lease/2
+}
+
+// LockedAt returns the from of Judged for a lock word set at time t to a
+// tag the member may have held before: a waiter whose judgement of the tag
+// came from a read before t acts on it, and may take the new word over, up
+// to Lease/2 later.
+func (n *Node) LockedAt(t time.Duration) time.Duration { return t - n.opts.Lease/2 }
 
 // beatBytes returns the next heartbeat record: the counter and the epoch
 // the node publishes. Called with mu held.

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,9 +94,11 @@ type Node struct {
 	e atomic.Uint64 // the node's epoch; pins take it
 	// lastBeat is the client time of the last heartbeat sent (written
 	// under mu); gaps counts the heartbeats sent Lease/2 or more after the
-	// one before (see Lost).
+	// one before (see Lost), and gapEnd is the client time of the last of
+	// them (math.MinInt64 before the first; see Judged).
 	lastBeat atomic.Int64
 	gaps     atomic.Uint64
+	gapEnd   atomic.Int64
 
 	mu      sync.Mutex
 	closed  bool
@@ -144,6 +147,7 @@ func Join(ctx context.Context, c *remote.Client, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("registry: %w", err)
 	}
 	n := &Node{opts: opts, region: region, body: body, seen: make(map[int]observation)}
+	n.gapEnd.Store(math.MinInt64)
 	if _, err := n.claim(ctx, c); err != nil {
 		return nil, err
 	}

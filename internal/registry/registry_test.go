@@ -235,6 +235,58 @@ func TestTouchStale(t *testing.T) {
 	}
 }
 
+// TestJudged checks the holder's side of a lease (Node.Judged): a gap in
+// the node's heartbeats is seen by every member holding a lock, not only by
+// the one whose Touch ended it (which alone gets stale from Touch); a lock
+// taken less than Lease/2 after a gap ended is suspect, one taken later or
+// renewed after the gap is not; and a silence of Lease/2 is suspect before
+// any heartbeat ends it.
+func TestJudged(t *testing.T) {
+	ctx := t.Context()
+	p := newPool(t, true, 1)
+	opts := Options{Lease: time.Millisecond}
+	cn := p.NewComputeNode()
+	a, b := cn.NewClient(), cn.NewClient()
+	n := join(t, a, opts)
+	ma, mb := register(t, n, a), register(t, n, b)
+	lockedAt := n.LockedAt(a.Now())
+	if n.Judged(lockedAt, a.Now()) {
+		t.Fatal("a lock taken while the node beats is judged")
+	}
+	// The node stalls for a Lease (b's CPU time; the simulator's clock
+	// reaches it at b's next verb), and b's Touch ends the gap.
+	b.Compute(opts.Lease)
+	if !n.Judged(lockedAt, b.Now()) {
+		t.Fatal("a silence of a Lease is not judged before it ends")
+	}
+	if stale, err := mb.Touch(ctx, b); err != nil || !stale {
+		t.Fatalf("the Touch that ends the gap: stale %v, %v", stale, err)
+	}
+	if stale, err := ma.Touch(ctx, a); err != nil || stale {
+		t.Fatalf("the sibling's Touch after the gap: stale %v, %v (want false: b sent the beat)", stale, err)
+	}
+	if !n.Judged(lockedAt, a.Now()) {
+		t.Fatal("a lock held across a gap that another member's Touch ended is not judged")
+	}
+	renewed := a.Now()
+	if n.Judged(renewed, a.Now()) {
+		t.Fatal("a lock renewed after the gap is judged")
+	}
+	if !n.Judged(n.LockedAt(a.Now()), a.Now()) {
+		t.Fatal("a lock taken right after a gap ended is not judged (a waiter may act on a judgement made during the gap)")
+	}
+	// Half a Lease later, beating all along, a new lock is safe again.
+	for range 5 {
+		a.Compute(opts.Lease / 8)
+		if _, err := ma.Touch(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if later := n.LockedAt(a.Now()); n.Judged(later, a.Now()) {
+		t.Fatalf("a lock taken %v after the gap ended is judged", 5*opts.Lease/8)
+	}
+}
+
 // TestMarkDeadRetry checks that a MarkDead whose write failed keeps the
 // member's slot (a new member gets another one), so that a second MarkDead
 // with a working client marks it dead without touching anyone else.
