@@ -30,6 +30,7 @@ type moving struct {
 	h      header      // N's header before the forward
 	slots  []slot      // N's slots, thawed
 	to     remote.Addr // N'
+	toRev  remote.Addr // the parent slot N' names, if known (0: not; see completeMove)
 	depth  int         // the depth of N's children (their slots' keys)
 }
 
@@ -105,7 +106,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 		s.dropUnlinked(la, class)
 		return false, cur, s.dropNode(to, nt, err)
 	}
-	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, depth: d.pos + 1}
+	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, toRev: n.rev, depth: d.pos + 1}
 	if mv.slots, err = s.freeze(ctx, n.addr, n.slots[:n.typ.capacity()]); err != nil {
 		return false, cur, err
 	}
@@ -283,13 +284,36 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 			pw = 0
 			continue
 		}
-		// N' first names p as its parent slot if the parent moved (I3).
-		ops := s.batch()
-		if p != rev {
-			s.img = putWord(s.img[:0], uint64(p))
-			ops = append(ops, remote.Write(mv.to.Add(nodeRevOff), s.img[:8]))
+		// N' names p as its parent slot before it is linked there (I3). Its
+		// mover knows what N' names (it wrote N' with rev); a repairer of a
+		// node forwarded by someone else reads it, since the parent may have
+		// moved since (its rev is N's pointer now). A CAS, not a WRITE: a
+		// completer that stalled here cannot take the pointer back once N'
+		// is linked and its parent has moved on.
+		if mv.toRev != p {
+			if mv.toRev == 0 {
+				w, err := s.readWord(ctx, mv.to.Add(nodeRevOff))
+				if err != nil {
+					return false, err
+				}
+				if mv.toRev, pw = remote.Addr(w), 0; w == 0 {
+					return false, nil // N' moved out in turn: published long ago
+				}
+				continue
+			}
+			old, err := s.c.CAS(ctx, mv.to.Add(nodeRevOff), uint64(mv.toRev), uint64(p))
+			if err != nil {
+				return false, err
+			}
+			if remote.Addr(old) != mv.toRev {
+				// Another completer moved it (or N' is linked and moved on):
+				// look again.
+				mv.toRev, pw = remote.Addr(old), 0
+				continue
+			}
+			mv.toRev = p
 		}
-		ops, err := s.link(ctx, ops, remote.CAS(p, uint64(pw), uint64(nodeSlot(pw.partial(), mv.typ.grown(), mv.to))))
+		ops, err := s.link(ctx, s.batch(), remote.CAS(p, uint64(pw), uint64(nodeSlot(pw.partial(), mv.typ.grown(), mv.to))))
 		if err != nil {
 			return false, err
 		}
@@ -500,6 +524,8 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 		if succ != mv.to {
 			_ = s.dropNode(mv.to, typ.grown(), nil)
 			h = forwarded(typ, succ) // another repairer's
+		} else {
+			mv.toRev = rev
 		}
 	}
 	if h.isForwarded() {

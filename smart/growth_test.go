@@ -1052,6 +1052,17 @@ type growthCrash struct {
 	seed   uint64
 	prefix []byte // 7 bytes: the node discriminates the 8th
 	bs     []byte // child bytes: c preloaded, the insert's, then the later ones
+	// parentMoves preloads two siblings of the node (keys that leave the
+	// prefix at its 7th byte), so that the node's parent is a NODE_4 of
+	// three children, and has the stalled mover's peer fill that parent
+	// and move it first (stallPoint).
+	parentMoves bool
+}
+
+// sibling is the j-th key that leaves the node's prefix at its 7th byte:
+// a child of the node's parent.
+func (sc *growthCrash) sibling(j int) []byte {
+	return append(slices.Clone(sc.prefix[:6]), sc.prefix[6]^byte(0x80+j), 0x50)
 }
 
 func newGrowthCrash(ord remote.Ordering, paper bool, c int, seed uint64) *growthCrash {
@@ -1083,6 +1094,9 @@ func (sc *growthCrash) preload() [][]byte {
 	}
 	for i := 1; i < sc.c; i += 2 {
 		ks = append(ks, sc.sub(i, 0x40))
+	}
+	if sc.parentMoves {
+		ks = append(ks, sc.sibling(0), sc.sibling(1))
 	}
 	return ks
 }
@@ -1520,6 +1534,19 @@ func (sc *growthCrash) stallPoint(t *testing.T, delta time.Duration) (res growth
 		}
 		ts := p.Now()
 		deadline := ts + 20*growthLease
+		if sc.parentMoves {
+			// The parent fills up and moves while the node's move is
+			// stalled: the node's reverse pointer moves to the parent's
+			// successor, and the repairer must move N''s along before it
+			// publishes there.
+			for j := 2; j < 4; j++ {
+				k := sc.sibling(j)
+				v := gval(k, 3, 16)
+				if growthRetry(ctx, p, clk, clkAddr, deadline, &res, fmt.Sprintf("Put(%x) into the parent from B while A is paused", k), func() error { return b.Put(ctx, k, v) }) {
+					m.put(k, v)
+				}
+			}
+		}
 		for _, k := range m.order {
 			want := m.val[k]
 			growthRetry(ctx, p, clk, clkAddr, deadline, &res, fmt.Sprintf("Get(%x) from B while A is paused", k), func() error {
@@ -1642,6 +1669,15 @@ func TestNodeGrowthCrash(t *testing.T) {
 				t.Logf("derived seed %#x (rerun with -seed=%d)", seed, base)
 				newGrowthCrash(ord, false, c, seed).stallSweep(t)
 			})
+			if c == sizes[0] {
+				t.Run(fmt.Sprintf("%v/stall-parent-moves/children=%d", ord, c), func(t *testing.T) {
+					seed := growthSeed(base, t.Name())
+					t.Logf("derived seed %#x (rerun with -seed=%d)", seed, base)
+					sc := newGrowthCrash(ord, false, c, seed)
+					sc.parentMoves = true
+					sc.stallSweep(t)
+				})
+			}
 		}
 	}
 }
