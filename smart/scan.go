@@ -58,11 +58,15 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[KV,
 			return
 		}
 		defer t.release(s)
-		sc := scanner{s: s, lo: lo, hi: hi, desc: desc, budget: scanFirstRound, window: scanFirstWindow,
-			front: s.scanFront[:0], next: s.scanNext[:0], buf: s.scanBuf}
-		sc.elo = appendEncoded(s.scanLo[:0], lo)
+		// The session's scanner, with the buffers of its last scan: a scan
+		// allocates nothing but its closure and its arena.
+		sc := &s.scan
+		kept := *sc
+		*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, budget: scanFirstRound, window: scanFirstWindow,
+			front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp}
+		sc.elo = appendEncoded(kept.elo, lo)
 		if hi != nil {
-			sc.ehi = appendEncoded(s.scanHi[:0], hi)
+			sc.ehi = appendEncoded(kept.ehi, hi)
 		}
 		defer sc.keep()
 		if err := sc.run(ctx, yield); err != nil && err != errStop {
@@ -72,7 +76,8 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[KV,
 }
 
 // The bytes one scan round reads (at least one entry) start at
-// scanFirstRound and double up to scanMaxRound.
+// scanFirstRound and grow by a quarter up to scanMaxRound; its verbs start
+// at scanFirstWindow and grow by a quarter up to scanWindow.
 const (
 	scanFirstRound  = 2 << 10
 	scanMaxRound    = 64 << 10
@@ -106,14 +111,13 @@ type scanner struct {
 	last     []byte // the key of the last pair yielded (resume)
 }
 
-// keep hands the scanner's buffers back to its session for the next scan,
-// dropping their references to yielded pairs and paths.
+// keep empties the scanner's buffers for the session's next scan and drops
+// its references to yielded pairs, paths and the caller's bounds.
 func (sc *scanner) keep() {
-	s := sc.s
 	clear(sc.front[:cap(sc.front)])
 	clear(sc.next[:cap(sc.next)])
-	s.scanFront, s.scanNext, s.scanBuf = sc.front[:0], sc.next[:0], sc.buf
-	s.scanLo, s.scanHi = sc.elo[:0], sc.ehi[:0]
+	*sc = scanner{front: sc.front[:0], next: sc.next[:0], buf: sc.buf, tmp: sc.tmp[:0],
+		elo: sc.elo[:0], ehi: sc.ehi[:0]}
 }
 
 // own copies b into the scan's arena: the caller owns the copy, and one

@@ -55,10 +55,9 @@ type session struct {
 	// posted, or the time of the CAS that renewed it (holding).
 	lockFrom time.Duration
 
-	// A scan's buffers, kept between scans (scanner.keep).
-	scanFront, scanNext []entry
-	scanBuf             []byte
-	scanLo, scanHi      []byte
+	// The current scan, whose buffers are kept between scans
+	// (scanner.keep).
+	scan scanner
 
 	// The current operation's RDWC window, consulted deep in its path: a
 	// search seals it right before the verb it linearizes at, a write takes
