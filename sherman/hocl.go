@@ -171,14 +171,14 @@ const (
 func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
 	var watch registry.Watch
 	for i := 0; ; i++ {
-		h.from = s.t.reg.LockedAt(s.c.Now())
+		h.from = s.m.LockedAt(s.c.Now())
 		old, err := s.c.CAS(ctx, h.word, 0, s.tag)
 		if err == nil && old == 0 {
 			break
 		}
 		if err == nil && i >= judgeFirst && (i-judgeFirst)%judgeEvery == 0 {
 			s.touch()
-			h.from = s.t.reg.LockedAt(s.c.Now())
+			h.from = s.m.LockedAt(s.c.Now())
 			var won bool
 			if won, err = s.takeover(ctx, h.word, old, &watch); err == nil && won {
 				break
@@ -221,7 +221,7 @@ func (s *session) readLocked(ctx context.Context, h held, a remote.Addr, level i
 	if h.retag {
 		b := buf[:s.t.g.bytesFor(level)]
 		ops := []remote.Op{remote.CAS(h.word, h.val, s.tag), remote.Read(a, b)}
-		h.from = s.t.reg.LockedAt(s.c.Now())
+		h.from = s.m.LockedAt(s.c.Now())
 		// Not cancellable: a batch that did not run would leave unknown
 		// whether the word is still the previous holder's.
 		if err := s.c.Do(context.WithoutCancel(ctx), ops); err != nil {

@@ -211,7 +211,7 @@ func (s *session) lockAndRead(ctx context.Context, sl slot) (leafView, leafState
 	s.leafBuf = grow(s.leafBuf, n)
 	lockAddr := sl.addr().Add(uint64(n - 8))
 	ops := append(s.batch(), remote.CAS(lockAddr, 0, s.lockTag()), remote.Read(sl.addr(), s.leafBuf))
-	s.lockFrom = s.t.reg.LockedAt(s.c.Now())
+	s.lockFrom = s.m.LockedAt(s.c.Now())
 	if err := s.do(ctx, ops); err != nil {
 		return leafView{}, 0, 0, err
 	}

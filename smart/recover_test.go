@@ -148,11 +148,67 @@ func checkAfterCrash(t *testing.T, point string, tr *Tree, p *remote.Pool, opts 
 	}
 }
 
+// TestRenewOncePerGap checks what a gap in a compute node's heartbeats
+// costs its writers afterwards: the first lock each client takes within
+// half a lease of the gap is renewed (a new incarnation, a CAS of the lock
+// word), and the locks it takes after that, under the new tag, are not.
+// Twenty updates after an idle gap of two leases may cost a few round
+// trips more than twenty without one, not two more each.
+func TestRenewOncePerGap(t *testing.T) {
+	const lease = time.Millisecond
+	ctx := context.Background()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cn := p.NewComputeNode()
+	a, err := Open(cn, Options{Lease: lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := p.NewComputeNode().NewClient() // moves virtual time on while a is idle
+	word, err := clock.Alloc(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := make([][]byte, 20)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "renew-%02d", i)
+		if err := a.Put(ctx, keys[i], []byte("v0")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	updates := func(v string) uint64 {
+		t.Helper()
+		before := cn.Stats().RoundTrips
+		for _, k := range keys {
+			if err := a.Put(ctx, k, []byte(v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return cn.Stats().RoundTrips - before
+	}
+	beating := updates("v1")
+	clock.Compute(2 * lease)
+	if err := clock.Read(ctx, word, make([]byte, 8)); err != nil {
+		t.Fatal(err)
+	}
+	afterGap := updates("v2")
+	t.Logf("20 updates: %d round trips while beating, %d after a gap of two leases", beating, afterGap)
+	if afterGap > beating+4 {
+		t.Errorf("20 updates after a gap took %d round trips, %d without one: more than one renewal", afterGap, beating)
+	}
+	if err := a.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestStaleWriter pauses a lock holder for three leases (its compute node
 // sends no heartbeat meanwhile). If another compute node takes the lock
-// over meanwhile, the holder learns it before writing anything and fails
-// with ErrLeaseLost; if nobody did, it keeps the lock under a new
-// incarnation and completes its update.
+// over meanwhile, the holder learns it before writing anything and its
+// operation starts again (errRestart); if nobody did, it keeps the lock
+// under a new incarnation and completes its update.
 func TestStaleWriter(t *testing.T) {
 	const lease = time.Millisecond
 	ctx := context.Background()

@@ -51,7 +51,7 @@ type session struct {
 	redo  []byte         // a redo record being written (recover.go)
 	watch registry.Watch // a reader's judgement of a torn leaf's writer
 	// lockFrom is when others may have started to act on the leaf lock the
-	// session last took: registry.Node.LockedAt of the time its CAS was
+	// session last took: registry.Member.LockedAt of the time its CAS was
 	// posted, or the time of the CAS that renewed it (holding).
 	lockFrom time.Duration
 

@@ -21,11 +21,13 @@ type Member struct {
 	tag  uint64
 	pin  atomic.Uint64 // pinned epoch + 1; 0 when not pinned
 	redo []redoSlot    // per memory node (redo.go)
+	born time.Duration // when tag was created, on the creating client's clock (LockedAt)
 }
 
 // Register gives c a client slot of the node (claiming another block if
 // every slot is taken) in a new incarnation, and marks it live.
 func (n *Node) Register(ctx context.Context, c *remote.Client) (*Member, error) {
+	born := c.Now()
 	for {
 		n.mu.Lock()
 		if n.closed {
@@ -42,7 +44,7 @@ func (n *Node) Register(ctx context.Context, c *remote.Client) (*Member, error) 
 		}
 		blk.used[k] = true
 		blk.incs[k]++
-		m := &Member{n: n, blk: blk, k: k, inc: blk.incs[k]}
+		m := &Member{n: n, blk: blk, k: k, inc: blk.incs[k], born: born}
 		m.tag = tag(blk.idx, k, m.inc)
 		n.mu.Unlock()
 		if err := m.writeState(ctx, c, stateLive); err != nil {
@@ -86,7 +88,7 @@ func (m *Member) Renew(ctx context.Context, c *remote.Client) (old uint64, err e
 	inc := m.blk.incs[m.k]
 	n.mu.Unlock()
 	old = m.tag
-	m.inc, m.tag = inc, tag(m.blk.idx, m.k, inc)
+	m.inc, m.tag, m.born = inc, tag(m.blk.idx, m.k, inc), c.Now()
 	return old, m.writeState(ctx, c, stateLive)
 }
 
@@ -210,11 +212,12 @@ func (n *Node) Lost(now time.Duration, gen uint64) bool {
 // the caller's clock (docs/recovery.md, "Stale writers"): a heartbeat that
 // ended a gap of Lease/2 or more left after from, or the last one is Lease/2
 // old by now. A member holding a lock calls Touch, then Judged, before each
-// write under it, with from as returned by LockedAt when it set the word, or
-// the time it posted the CAS that moved the word to its renewed tag (a
-// waiter can only judge a word it has watched for a Lease, and nobody saw a
-// new tag before). Unlike the stale result of Touch, which only the member
-// whose call sent the heartbeat sees, Judged sees every member's.
+// write under it, with from as returned by Member.LockedAt when it set the
+// word, or the time it posted the CAS that moved the word to its renewed
+// tag (a waiter can only judge a word it has watched for a Lease, and
+// nobody saw a new tag before). Unlike the stale result of Touch, which
+// only the member whose call sent the heartbeat sees, Judged sees every
+// member's.
 func (n *Node) Judged(from, now time.Duration) bool {
 	return n.gapEnd.Load() > int64(from) || now-time.Duration(n.lastBeat.Load()) >= n.opts.Lease/2
 }
@@ -229,11 +232,16 @@ func (n *Node) WriteBy() time.Duration {
 	return time.Duration(n.lastBeat.Load()) + n.opts.Lease/2
 }
 
-// LockedAt returns the from of Judged for a lock word set at time t to a
-// tag the member may have held before: a waiter whose judgement of the tag
-// came from a read before t acts on it, and may take the new word over, up
-// to Lease/2 later.
-func (n *Node) LockedAt(t time.Duration) time.Duration { return t - n.opts.Lease/2 }
+// LockedAt returns the from of Node.Judged for a lock word the member set
+// to its tag at time t: a waiter whose judgement of the tag came from a
+// read before t (of an earlier word holding it) acts on it, and may take
+// the new word over, up to Lease/2 later; but nobody can have judged the
+// tag before it was created (Register, Renew). So after a gap in the
+// heartbeats each member renews at most once (its first lock within Lease/2
+// of the gap), not every lock it takes in that time.
+func (m *Member) LockedAt(t time.Duration) time.Duration {
+	return max(t-m.n.opts.Lease/2, m.born)
+}
 
 // beatBytes returns the next heartbeat record: the counter and the epoch
 // the node publishes. Called with mu held.

@@ -239,8 +239,9 @@ func TestTouchStale(t *testing.T) {
 // the node's heartbeats is seen by every member holding a lock, not only by
 // the one whose Touch ended it (which alone gets stale from Touch); a lock
 // taken less than Lease/2 after a gap ended is suspect, one taken later or
-// renewed after the gap is not; and a silence of Lease/2 is suspect before
-// any heartbeat ends it.
+// renewed after the gap is not, nor one taken right after the gap with a
+// tag created after it; and a silence of Lease/2 is suspect before any
+// heartbeat ends it.
 func TestJudged(t *testing.T) {
 	ctx := t.Context()
 	p := newPool(t, true, 1)
@@ -249,7 +250,7 @@ func TestJudged(t *testing.T) {
 	a, b := cn.NewClient(), cn.NewClient()
 	n := join(t, a, opts)
 	ma, mb := register(t, n, a), register(t, n, b)
-	lockedAt := n.LockedAt(a.Now())
+	lockedAt := ma.LockedAt(a.Now())
 	if n.Judged(lockedAt, a.Now()) {
 		t.Fatal("a lock taken while the node beats is judged")
 	}
@@ -272,8 +273,14 @@ func TestJudged(t *testing.T) {
 	if n.Judged(renewed, a.Now()) {
 		t.Fatal("a lock renewed after the gap is judged")
 	}
-	if !n.Judged(n.LockedAt(a.Now()), a.Now()) {
+	if !n.Judged(ma.LockedAt(a.Now()), a.Now()) {
 		t.Fatal("a lock taken right after a gap ended is not judged (a waiter may act on a judgement made during the gap)")
+	}
+	if _, err := mb.Renew(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n.Judged(mb.LockedAt(b.Now()), b.Now()) {
+		t.Fatal("a lock taken right after a gap ended, with a tag renewed after it, is judged: every lock in the next half lease would renew")
 	}
 	// Half a Lease later, beating all along, a new lock is safe again.
 	for range 5 {
@@ -282,7 +289,7 @@ func TestJudged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if later := n.LockedAt(a.Now()); n.Judged(later, a.Now()) {
+	if later := ma.LockedAt(a.Now()); n.Judged(later, a.Now()) {
 		t.Fatalf("a lock taken %v after the gap ended is judged", 5*opts.Lease/8)
 	}
 }
