@@ -157,16 +157,9 @@ func checkAfterCrash(t *testing.T, point string, tr *Tree, p *remote.Pool, opts 
 func TestRenewOncePerGap(t *testing.T) {
 	const lease = time.Millisecond
 	ctx := context.Background()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}}, Options{Lease: lease})
 	defer p.Close()
-	cn := p.NewComputeNode()
-	a, err := Open(cn, Options{Lease: lease})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cn := a.cn
 	clock := p.NewComputeNode().NewClient() // moves virtual time on while a is idle
 	word, err := clock.Alloc(ctx, 8)
 	if err != nil {
