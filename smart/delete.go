@@ -57,10 +57,8 @@ func (s *session) deleteLocked(ctx context.Context, cur cursor, key []byte) (don
 	case res == leafOther:
 		return true, false, cur, nil
 	}
-	if _, err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
-		return false, false, cur, err
-	}
-	// The leaf is ours: complete even if ctx is cancelled.
+	// The leaf is ours: complete even if ctx is cancelled. Every batch under
+	// the lock is checked and posted by doUnder (linkUnder).
 	//  1. W(L.meta without valid): I6, marked before it is unlinked.
 	//  2. CAS(slot: L → tombstone): the linearization point; the tombstone
 	//     keeps the partial key (I1, I2).

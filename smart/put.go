@@ -100,6 +100,9 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 	case err != nil || res == leafMoved:
 		return false, cur, err
 	}
+	// Checked once here too, not only by doUnder before each batch: a split
+	// or an update may give the lock back with an unchecked release
+	// (unlockAsync) before it writes anything.
 	if _, err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
 		return false, cur, err
 	}
