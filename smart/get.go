@@ -87,7 +87,10 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			return nil, false, err
 		}
 		switch {
-		case st == leafTorn && s.mayBeReused(cur):
+		case st == leafTorn && (cur.cached || s.mayBeReused(cur)):
+			// Through a snapshot's slot, a leaf that reads torn may be one
+			// the slot no longer names (read at the snapshot's class, not its
+			// own): read the slot first.
 			cur, err = s.reread(ctx, cur)
 		case st == leafTorn:
 			// Being written, or cut by a crash: a writer that died holding

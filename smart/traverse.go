@@ -224,6 +224,9 @@ func (s *session) reread(ctx context.Context, cur cursor) (cursor, error) {
 		return cur, s.movingRestart(ctx, cur, cur.node)
 	}
 	cur.confirmed = cur.sl.isLeaf() && slot(w) == cur.sl
+	if cur.cached && slot(w) != cur.sl {
+		s.dropEntry() // the snapshot is stale
+	}
 	cur.sl, cur.cached = slot(w), false
 	if cur.addr == s.t.rootSlot {
 		s.t.rootHint.Store(w)
