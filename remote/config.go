@@ -38,6 +38,13 @@ type Config struct {
 	// Fabric selects memory nodes served by memnode processes over
 	// libfabric (RDMA); it needs a build with the "fabric" tag.
 	Fabric *FabricConfig
+	// From, if set, starts the pool's memory nodes as copies of a
+	// snapshot (Pool.Snapshot) and the simulator's clock at the
+	// snapshot's time. It needs the local or the simulated transport.
+	// MemoryNodes and OnChipBytes default to the snapshot's and must match
+	// it; NodeBytes defaults to the snapshot's and must hold what its
+	// nodes use (it may be larger).
+	From *Snapshot
 }
 
 // transportName returns the name of the transport c selects.
@@ -215,6 +222,11 @@ func (c Config) normalized() (Config, error) {
 	}
 	if c.ChunkBytes < 0 {
 		return c, fmt.Errorf("%w: ChunkBytes %d is negative", ErrBadRequest, c.ChunkBytes)
+	}
+	if c.From != nil {
+		if err := c.fromSnapshot(); err != nil {
+			return c, err
+		}
 	}
 	if c.TCP != nil || c.Fabric != nil || c.Shm != nil {
 		return c, nil // the rest is settled when the memory nodes are known

@@ -26,9 +26,9 @@ type Pool struct {
 	crash crashSchedule // InjectCrashes
 }
 
-// NewPool creates or connects to the memory nodes of cfg: fresh zeroed
-// in-process nodes behind the local transport (the default) or the
-// simulator (cfg.Sim), files shared by processes (cfg.Shm), or memnode
+// NewPool creates or connects to the memory nodes of cfg: fresh in-process
+// nodes (zeroed, or copies of cfg.From) behind the local transport (the
+// default) or the simulator (cfg.Sim), files shared by processes (cfg.Shm), or memnode
 // servers over TCP (cfg.TCP) or libfabric (cfg.Fabric). A bad
 // configuration, a size the machine cannot map, or an unreachable or
 // mismatched memory node is an error; nothing is left allocated or
@@ -73,6 +73,9 @@ func (p *Pool) newInProcess() error {
 		}
 		p.mns = append(p.mns, m)
 		p.geom = append(p.geom, g)
+	}
+	if p.cfg.From != nil {
+		p.restore(p.cfg.From)
 	}
 	if p.cfg.Sim != nil {
 		p.t = newSimulator(p, *p.cfg.Sim)

@@ -98,7 +98,7 @@ type simClient struct {
 
 // newSimulator returns the simulator transport of p. cfg is normalized.
 func newSimulator(p *Pool, cfg SimConfig) transport {
-	return &sim{
+	s := &sim{
 		p:          p,
 		prof:       cfg.Profile,
 		k:          newSimConst(cfg.Profile),
@@ -108,6 +108,10 @@ func newSimulator(p *Pool, cfg SimConfig) transport {
 		atomicFree: make(map[Addr]int64),
 		sweepAt:    1024,
 	}
+	if p.cfg.From != nil {
+		s.clock = p.cfg.From.clock
+	}
+	return s
 }
 
 func (s *sim) push(e event) {

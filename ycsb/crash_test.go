@@ -11,8 +11,6 @@ import (
 
 	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/sherman"
-	"github.com/dmindex/dmindex/smart"
 	"github.com/dmindex/dmindex/ycsb"
 	"github.com/dmindex/dmindex/ycsb/ycsbtest"
 )
@@ -208,14 +206,6 @@ var waitingForTrees = map[string]string{}
 func TestCrashRunTrees(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs SMART and Sherman under crash injection; skipped with -short")
-	}
-	trees := map[string]ycsb.Opener{
-		"smart": func(cn *remote.ComputeNode, ic ycsb.IndexConfig) (index.Index, error) {
-			return smart.Open(cn, smart.Options{Name: ic.Name, CacheBytes: ic.CacheBytes})
-		},
-		"sherman": func(cn *remote.ComputeNode, ic ycsb.IndexConfig) (index.Index, error) {
-			return sherman.Open(cn, sherman.Options{Name: ic.Name, KeySize: ic.KeySize, ValueSize: ic.ValueSize, CacheBytes: ic.CacheBytes})
-		},
 	}
 	for _, name := range []string{"smart", "sherman"} {
 		for _, ordering := range []remote.Ordering{remote.InOrder, remote.Strict} {

@@ -72,8 +72,14 @@ type Estimate struct {
 	// the key and about 100 bytes (map entry and the sorted list of the
 	// read-back), per write about 16 bytes.
 	CheckBytes int64
+	// SnapshotBytes is the copy of the loaded records' memory-node bytes
+	// that a run in this process keeps between its load phase and its
+	// run phase (Loaded; 0 for LoadOnly workloads and memory nodes in
+	// other processes).
+	SnapshotBytes int64
 	// Bytes is the total: the process's base, RemoteBytes, OnChipBytes,
-	// every compute node's and client's share and CheckBytes.
+	// every compute node's and client's share, CheckBytes and
+	// SnapshotBytes.
 	Bytes int64
 	// MinRuntime is a lower bound of the wall-clock time of the load and run
 	// phases: their operations at the fastest rate this harness reaches
@@ -215,11 +221,16 @@ func (cfg *Config) estimate(ic IndexConfig) Estimate {
 	if cfg.CrashRate > 0 {
 		check = gcHeadroom * (records*float64(ic.KeySize+100) + cfg.totalOps()*16)
 	}
-	total := baseBytes + remoteBytes + onChip + float64(cfg.ComputeNodes)*cn + clients*client + check
+	var snap float64
+	if (cfg.Mode == ModeSim || cfg.Mode == ModeLocal) && !cfg.Workload.LoadOnly {
+		snap = float64(cfg.Records)*recordBytes + onChip
+	}
+	total := baseBytes + remoteBytes + onChip + float64(cfg.ComputeNodes)*cn + clients*client + check + snap
 	ops := cfg.totalOps()
 	return Estimate{
 		Records: saturate(records), RemoteBytes: saturate(remoteBytes), OnChipBytes: saturate(onChip),
-		ComputeNodeBytes: saturate(cn), ClientBytes: saturate(client), CheckBytes: saturate(check), Bytes: saturate(total),
+		ComputeNodeBytes: saturate(cn), ClientBytes: saturate(client), CheckBytes: saturate(check),
+		SnapshotBytes: saturate(snap), Bytes: saturate(total),
 		MinRuntime: time.Duration(saturate(ops / cfg.opRate() * float64(time.Second))),
 	}
 }

@@ -19,19 +19,22 @@ import (
 //
 // The JSON field names are a stable interface of cmd/dmbench.
 type Result struct {
-	Index     string  `json:"index"`
-	Workload  string  `json:"workload"`
-	Keys      string  `json:"keys"`
-	Mode      string  `json:"mode"`
-	NIC       string  `json:"nic,omitempty"`      // simulator profile (sim only)
-	Ordering  string  `json:"ordering,omitempty"` // simulator ordering (sim only)
-	Records   int64   `json:"records"`
-	Ops       int64   `json:"ops"` // operations issued in the run phase
-	ValueSize int     `json:"value_size"`
-	MNs       int     `json:"mns"`
-	CNs       int     `json:"cns"`
-	Clients   int     `json:"clients"`  // per compute node
-	CacheMB   float64 `json:"cache_mb"` // 0: no cache, or the index's default
+	Index     string `json:"index"`
+	Workload  string `json:"workload"`
+	Keys      string `json:"keys"`
+	Mode      string `json:"mode"`
+	NIC       string `json:"nic,omitempty"`      // simulator profile (sim only)
+	Ordering  string `json:"ordering,omitempty"` // simulator ordering (sim only)
+	Records   int64  `json:"records"`
+	Ops       int64  `json:"ops"` // operations issued in the run phase
+	ValueSize int    `json:"value_size"`
+	MNs       int    `json:"mns"`
+	CNs       int    `json:"cns"`
+	Clients   int    `json:"clients"` // per compute node
+	// LoadClients is the load phase's clients per compute node, when they
+	// are not Clients (Config.LoadClientsPerCN).
+	LoadClients int     `json:"load_clients,omitempty"`
+	CacheMB     float64 `json:"cache_mb"` // 0: no cache, or the index's default
 
 	Seed uint64 `json:"seed"`
 
@@ -150,6 +153,9 @@ func (r *runner) result(load, run phase, before, after snapshot) *Result {
 	}
 	if cfg.RunTrace != nil && res.Workload == "" {
 		res.Workload = "trace"
+	}
+	if cfg.LoadClientsPerCN != cfg.ClientsPerCN {
+		res.LoadClients = cfg.LoadClientsPerCN
 	}
 	if p := r.pool.Config().Sim; p != nil {
 		res.NIC, res.Ordering = p.Profile.Name, p.Ordering.String()

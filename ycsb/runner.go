@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 	"time"
 
@@ -125,6 +124,12 @@ type Config struct {
 	// what a point workload's does; negative means none. Traces and
 	// LoadOnly workloads have no warm-up.
 	WarmupOps int64
+	// From, if set, is the loaded index the run starts from instead of
+	// running its own load phase: it must come from Load with the same
+	// load phase (ErrLoadMismatch) and the same Opener, and the run then
+	// gives the same Result as without it. Not with traces, LoadOnly
+	// workloads or crash injection.
+	From *Loaded
 	// ValueSize is the length of every written value (default 8).
 	ValueSize int
 
@@ -137,6 +142,11 @@ type Config struct {
 	// MemoryNodes, ComputeNodes and ClientsPerCN size the cluster (default
 	// 1 each).
 	MemoryNodes, ComputeNodes, ClientsPerCN int
+	// LoadClientsPerCN, if positive, is the clients per compute node of the
+	// load phase (default ClientsPerCN), so that runs at several client
+	// counts can share one load (Load, Config.From). Not with crash
+	// injection.
+	LoadClientsPerCN int
 	// NodeBytes is each memory node's size (0: enough for the run).
 	NodeBytes int64
 	// Mode is ModeSim (the default), ModeLocal, ModeShm, ModeTCP or
@@ -266,57 +276,32 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
-	// Collect an earlier run's pool first, so that its memory nodes are
-	// unmapped before this run maps new ones (a comparison runs many).
-	runtime.GC()
-	pcfg := remote.Config{MemoryNodes: cfg.MemoryNodes, NodeBytes: cfg.NodeBytes}
-	name := "ycsb"
-	switch cfg.Mode {
-	case ModeSim:
-		sim := cfg.Sim
-		sim.Seed = cfg.Seed
-		pcfg.Sim = &sim
-	case ModeShm:
-		pcfg.Shm = &cfg.Shm
-	case ModeTCP:
-		pcfg.TCP = &cfg.TCP
-	case ModeFabric:
-		pcfg.Fabric = &cfg.Fabric
+	if cfg.Workload.LoadOnly && cfg.RunTrace == nil {
+		return runLoad(ctx, cfg, gen)
 	}
-	if pcfg.Shm != nil || pcfg.TCP != nil || pcfg.Fabric != nil {
-		name = fmt.Sprintf("ycsb/%s/%d", cfg.Index, time.Now().UnixNano())
+	from := cfg.From
+	switch {
+	case from == nil:
+		if from, err = load(ctx, cfg, explicitNodes, gen); err != nil {
+			return nil, err
+		}
+	case cfg.loadable() != nil:
+		return nil, cfg.loadable()
+	case from.key != cfg.loadKey(explicitNodes):
+		return nil, fmt.Errorf("%w: loaded %+v, run %+v", ErrLoadMismatch, from.key, cfg.loadKey(explicitNodes))
 	}
-	pool, err := remote.NewPool(pcfg)
-	if err != nil {
-		return nil, err
+	pool := from.pool
+	if pool == nil {
+		if pool, _, err = cfg.newPool(cfg.NodeBytes, from.snap); err != nil {
+			return nil, err
+		}
 	}
 	defer pool.Close()
-	r := &runner{cfg: cfg, pool: pool, name: name}
+	r := &runner{cfg: cfg, pool: pool, name: from.name, hist: from.hist}
 	if err := r.open(); err != nil {
 		return nil, err
 	}
 	defer r.close()
-	if cfg.CrashRate > 0 {
-		if err := r.checkRecoverable(); err != nil {
-			return nil, err
-		}
-		r.hist = newHistory(cfg.ValueSize, cfg.ComputeNodes*cfg.ClientsPerCN)
-	}
-
-	// Load phase.
-	var load phase
-	switch {
-	case cfg.RunTrace != nil:
-		load = r.phase(ctx, loadPhase, true, func(i, n int) source { return slice(cfg.LoadTrace, i, n) })
-	case !cfg.Workload.LoadOnly:
-		load = r.phase(ctx, loadPhase, true, func(i, n int) source { return loadRange(gen, i, n) })
-	}
-	if err := load.firstErr(); err != nil {
-		return nil, fmt.Errorf("ycsb: load phase: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 
 	// Warm-up phase.
 	var warm phase
@@ -337,12 +322,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.pool.InjectCrashes(cfg.CrashRate, r.seed(0, 3))
 	}
 	var run phase
-	switch {
-	case cfg.RunTrace != nil:
+	if cfg.RunTrace != nil {
 		run = r.phase(ctx, runPhase, false, func(i, n int) source { return slice(cfg.RunTrace, i, n) })
-	case cfg.Workload.LoadOnly:
-		run = r.phase(ctx, runPhase, false, func(i, n int) source { return loadRange(gen, i, n) })
-	default:
+	} else {
 		run = r.phase(ctx, runPhase, false, func(i, n int) source {
 			lo, hi := split(cfg.Ops, i, n)
 			return &streamSource{g: gen, s: gen.Stream(r.seed(i, 1)), left: hi - lo}
@@ -356,13 +338,52 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	after := r.snapshot()
-	res := r.result(load, run, before, after)
+	res := r.result(from.load, run, before, after)
 	res.setWarmup(warm, warmBefore, before)
-	loaded := warmBefore // the loaded tree (for a load workload, after its run)
-	if cfg.Workload.LoadOnly {
-		loaded = after
+	res.MNBytesPerKey = from.loaded
+	if cfg.CrashRate > 0 {
+		res.CrashResult = r.recoverAndCheck(ctx, run, crashes)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 	}
-	res.MNBytesPerKey = per(loaded.stats.AllocBytes-loaded.stats.FreedBytes, cfg.Records)
+	return res, nil
+}
+
+// runLoad runs a LoadOnly workload of a normalized cfg: the measured phase
+// is the load itself, on a fresh pool.
+func runLoad(ctx context.Context, cfg Config, gen *Generator) (*Result, error) {
+	pool, name, err := cfg.newPool(cfg.NodeBytes, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	r := &runner{cfg: cfg, pool: pool, name: name}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if cfg.CrashRate > 0 {
+		if err := r.checkRecoverable(); err != nil {
+			return nil, err
+		}
+		r.hist = newHistory(cfg.ValueSize, cfg.ComputeNodes*cfg.ClientsPerCN)
+	}
+	before := r.snapshot()
+	if cfg.CrashRate > 0 {
+		r.pool.InjectCrashes(cfg.CrashRate, r.seed(0, 3))
+	}
+	run := r.phase(ctx, runPhase, false, func(i, n int) source { return loadRange(gen, i, n) })
+	var crashes uint64
+	if cfg.CrashRate > 0 {
+		crashes = r.pool.InjectCrashes(0, 0)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	after := r.snapshot()
+	res := r.result(phase{}, run, before, after)
+	res.MNBytesPerKey = per(after.stats.AllocBytes-after.stats.FreedBytes, cfg.Records)
 	if cfg.CrashRate > 0 {
 		res.CrashResult = r.recoverAndCheck(ctx, run, crashes)
 		if err := ctx.Err(); err != nil {
@@ -403,6 +424,14 @@ func (cfg Config) normalized() (Config, error) {
 		return cfg, errors.New("ycsb: a load trace needs a run trace")
 	}
 	switch {
+	case cfg.LoadClientsPerCN < 0:
+		return cfg, fmt.Errorf("ycsb: negative LoadClientsPerCN %d", cfg.LoadClientsPerCN)
+	case cfg.LoadClientsPerCN == 0, cfg.Workload.LoadOnly:
+		cfg.LoadClientsPerCN = cfg.ClientsPerCN
+	case cfg.CrashRate > 0 && cfg.LoadClientsPerCN != cfg.ClientsPerCN:
+		return cfg, errors.New("ycsb: crash injection needs the load phase's clients to be the run's (LoadClientsPerCN)")
+	}
+	switch {
 	case cfg.RunTrace != nil:
 		cfg.Records, cfg.Ops = int64(len(cfg.LoadTrace)), int64(len(cfg.RunTrace))
 		cfg.WarmupOps = 0
@@ -415,15 +444,20 @@ func (cfg Config) normalized() (Config, error) {
 		cfg.WarmupOps = 0
 	}
 	if cfg.NodeBytes == 0 && !external {
-		// About 1 KiB per record covers either index with room to spare, plus
-		// every client's allocation chunk; untouched memory costs nothing.
-		// (Absurd sizes are rejected by fits, not here.)
 		records := float64(cfg.Records) + float64(cfg.Ops) + float64(cfg.WarmupOps)
-		clients := float64(cfg.ComputeNodes) * float64(cfg.ClientsPerCN)
-		need := min(records*1024/float64(cfg.MemoryNodes)+clients*remote.DefaultChunkBytes+64<<20, 1<<62)
-		cfg.NodeBytes = (int64(need) + (1 << 20) - 1) &^ (1<<20 - 1)
+		cfg.NodeBytes = defaultNodeBytes(records, cfg.MemoryNodes, cfg.ComputeNodes*cfg.ClientsPerCN)
 	}
 	return cfg, nil
+}
+
+// defaultNodeBytes is the default size of each of mns memory nodes for
+// records records and clients clients: about 1 KiB per record covers
+// either index with room to spare, plus every client's allocation chunk;
+// untouched memory costs nothing. (Absurd sizes are rejected by fits, not
+// here.)
+func defaultNodeBytes(records float64, mns, clients int) int64 {
+	need := min(records*1024/float64(mns)+float64(clients)*remote.DefaultChunkBytes+64<<20, 1<<62)
+	return (int64(need) + (1 << 20) - 1) &^ (1<<20 - 1)
 }
 
 // seed returns the seed of client i in phase p.

@@ -5,9 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dmindex/dmindex/index"
-	"github.com/dmindex/dmindex/remote"
-	"github.com/dmindex/dmindex/smart"
 	"github.com/dmindex/dmindex/ycsb"
 )
 
@@ -59,9 +56,7 @@ func TestWarmupNotCounted(t *testing.T) {
 func TestWarmupWarmsSMARTCache(t *testing.T) {
 	cfg := config(t, "c", ycsb.ModeSim)
 	cfg.Index, cfg.Records, cfg.Ops = "smart", 20000, 5000
-	cfg.Open = func(cn *remote.ComputeNode, ic ycsb.IndexConfig) (index.Index, error) {
-		return smart.Open(cn, smart.Options{Name: ic.Name, CacheBytes: ic.CacheBytes})
-	}
+	cfg.Open = trees["smart"]
 	cfg.WarmupOps = -1
 	cold := run(t, cfg)
 	cfg.WarmupOps = 0

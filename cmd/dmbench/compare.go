@@ -83,7 +83,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	cmp := comparison{Command: append([]string{"dmbench", "compare"}, args...)}
 	cmp.Results, err = runPoints(ctx, cfgs, *parallel, stderr, func(cfg ycsb.Config) string {
 		return fmt.Sprintf("%s on %s with %d clients per CN", cfg.Index, cfg.Workload.Name, cfg.ClientsPerCN)
-	})
+	}, func(cfg ycsb.Config) bool { return indexes[cfg.Index].inPool })
 	if err != nil {
 		return err
 	}

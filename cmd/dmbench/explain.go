@@ -35,7 +35,12 @@ func (o *options) describeSetup(w io.Writer, ws []ycsb.Workload, clients []int) 
 	}
 	fmt.Fprintf(w, "setup: YCSB %s, %d records of %s and %d-byte values (Zipfian θ %.2f where the workload is skewed)\n",
 		strings.Join(names, ", "), o.records, keys, o.valueSize, o.zipf)
-	fmt.Fprintf(w, "       per run: load, %s (not measured), then %d measured operations\n", warm, o.ops)
+	load := "load"
+	if o.loadClients > 0 {
+		load = fmt.Sprintf("load (by %d clients per compute node, whatever the run's)", o.loadClients)
+	}
+	fmt.Fprintf(w, "       per run: %s, %s (not measured), then %d measured operations\n", load, warm, o.ops)
+	fmt.Fprintf(w, "       each run starts from its loaded index with cold caches; runs with the same load share it\n")
 	fmt.Fprintf(w, "       %d memory nodes × %d compute nodes × {%s} clients per compute node, %.0f MiB cache per compute node\n",
 		o.mns, o.cns, strings.Join(cl, ", "), o.cacheMB)
 	if o.mode == "sim" {

@@ -90,7 +90,7 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	results, err := runPoints(ctx, cfgs, *parallel, stderr, func(cfg ycsb.Config) string {
 		return cfg.Index + " on " + cfg.Workload.Name
-	})
+	}, func(ycsb.Config) bool { return true }) // SMART's steps and Sherman
 	if err != nil {
 		return err
 	}

@@ -12,32 +12,35 @@ import (
 )
 
 // index is an index dmbench can run: a constructor of Openers (each run
-// gets a fresh one) and its memory footprint for the run's estimate (nil:
-// unknown).
+// gets a fresh one), its memory footprint for the run's estimate (nil:
+// unknown), and whether its whole state is in the pool, so that runs may
+// share a loaded index (ycsb.Load; the test indexes keep theirs in the Go
+// heap).
 type index struct {
 	open      func() ycsb.Opener
 	footprint func(ycsb.IndexConfig) ycsb.Footprint
+	inPool    bool
 }
 
 // indexes maps the names accepted by --index and --indexes to indexes.
 // Tests add in-memory indexes here.
 var indexes = map[string]index{
-	"smart":   {open: func() ycsb.Opener { return smartOpener(smart.Options{}) }, footprint: smartFootprint},
-	"sherman": {open: func() ycsb.Opener { return shermanWith(sherman.Options{}) }, footprint: shermanFootprint},
+	"smart":   {open: func() ycsb.Opener { return smartOpener(smart.Options{}) }, footprint: smartFootprint, inPool: true},
+	"sherman": {open: func() ycsb.Opener { return shermanWith(sherman.Options{}) }, footprint: shermanFootprint, inPool: true},
 	// Sherman without the redo record of page writes
 	// (sherman.Options.NoRedo): the paper's Sherman, which a crash in the
 	// middle of a page WRITE leaves torn for good.
-	"sherman-noredo": {open: func() ycsb.Opener { return shermanWith(sherman.Options{NoRedo: true}) }, footprint: shermanFootprint},
+	"sherman-noredo": {open: func() ycsb.Opener { return shermanWith(sherman.Options{NoRedo: true}) }, footprint: shermanFootprint, inPool: true},
 	// SMART reusing retired leaves (smart.Options.Reclaim), to measure
 	// what reclamation costs next to the paper's design.
-	"smart-reclaim": {open: func() ycsb.Opener { return smartOpener(smart.Options{Reclaim: true}) }, footprint: smartFootprint},
+	"smart-reclaim": {open: func() ycsb.Opener { return smartOpener(smart.Options{Reclaim: true}) }, footprint: smartFootprint, inPool: true},
 	// SMART without the redo record of in-place updates
 	// (smart.Options.NoRedo): the paper's update, which a crash in the
 	// middle of its WRITE leaves torn for good.
-	"smart-noredo": {open: func() ycsb.Opener { return smartOpener(smart.Options{NoRedo: true}) }, footprint: smartFootprint},
+	"smart-noredo": {open: func() ycsb.Opener { return smartOpener(smart.Options{NoRedo: true}) }, footprint: smartFootprint, inPool: true},
 	// SMART with the paper's internal nodes, room for 256 slots each
 	// (smart.Options.PaperNodes), instead of nodes by size class.
-	"smart-paper": {open: func() ycsb.Opener { return smartOpener(smart.Options{PaperNodes: true}) }, footprint: smartFootprint},
+	"smart-paper": {open: func() ycsb.Opener { return smartOpener(smart.Options{PaperNodes: true}) }, footprint: smartFootprint, inPool: true},
 }
 
 // lookup returns the named index.

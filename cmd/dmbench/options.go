@@ -21,25 +21,26 @@ import (
 // options are the flags every benchmarking command shares: the workload's
 // size and keys, the cluster and the simulator.
 type options struct {
-	keys      string
-	records   int64
-	ops       int64
-	warmup    int64
-	valueSize int
-	mns, cns  int
-	cacheMB   float64
-	mnMB      int64
-	mode      string
-	shmDir    string
-	memnodes  string
-	token     string
-	provider  string
-	nic       string
-	ordering  string
-	zipf      float64
-	seed      uint64
-	maxTime   time.Duration
-	crashRate float64 // run only (registerCrash)
+	keys        string
+	records     int64
+	ops         int64
+	warmup      int64
+	valueSize   int
+	mns, cns    int
+	loadClients int // --load-clients
+	cacheMB     float64
+	mnMB        int64
+	mode        string
+	shmDir      string
+	memnodes    string
+	token       string
+	provider    string
+	nic         string
+	ordering    string
+	zipf        float64
+	seed        uint64
+	maxTime     time.Duration
+	crashRate   float64 // run only (registerCrash)
 }
 
 // defaultOptions are the defaults of run and compare: a few seconds of
@@ -68,6 +69,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.valueSize, "value-size", o.valueSize, "value size in bytes")
 	fs.IntVar(&o.mns, "mns", o.mns, "memory nodes")
 	fs.IntVar(&o.cns, "cns", o.cns, "compute nodes")
+	fs.IntVar(&o.loadClients, "load-clients", 0, "clients per compute node of the load phase (0: those of the run); "+
+		"compare loads once for all client counts with it")
 	fs.Float64Var(&o.cacheMB, "cache-mb", o.cacheMB, "index cache per compute node in MiB (0: no cache)")
 	fs.Int64Var(&o.mnMB, "mn-mb", o.mnMB, "memory per memory node in MiB (0: enough for the run)")
 	fs.StringVar(&o.mode, "mode", o.mode, "sim (RNIC simulator, virtual time, deterministic), local (goroutines, wall clock), "+
@@ -180,7 +183,7 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 	cfg := ycsb.Config{
 		Index: index, Open: ix.open(), Footprint: ix.footprint, CacheBytes: cache,
 		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, WarmupOps: o.warmup, ValueSize: o.valueSize,
-		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, NodeBytes: o.mnMB << 20,
+		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, LoadClientsPerCN: o.loadClients, NodeBytes: o.mnMB << 20,
 		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
 		Shm:        remote.ShmConfig{Dir: o.shmDir},
 		TCP:        remote.TCPConfig{MemoryNodes: o.memnodeList(), Token: o.token},
