@@ -28,7 +28,7 @@ type Member struct {
 // every slot is taken) in a new incarnation, and marks it live.
 func (n *Node) Register(ctx context.Context, c *remote.Client) (*Member, error) {
 	born := c.Now()
-	for {
+	for attempt := 0; ; attempt++ {
 		n.mu.Lock()
 		if n.closed {
 			n.mu.Unlock()
@@ -36,8 +36,26 @@ func (n *Node) Register(ctx context.Context, c *remote.Client) (*Member, error) 
 		}
 		blk, k := n.freeSlot()
 		if blk == nil {
+			// One member claims the next block; the others wait for its
+			// slots rather than claim a block each (a compute node whose
+			// clients all start at once would take the whole registry).
+			claiming := n.claiming
+			n.claiming = true
 			n.mu.Unlock()
-			if _, err := n.claim(ctx, c); err != nil {
+			if claiming {
+				// Wait with a verb: a simulated client that only backs
+				// off never hands the claimer the token.
+				c.Backoff(attempt)
+				if err := c.Read(ctx, n.region, make([]byte, 8)); err != nil {
+					return nil, fmt.Errorf("registry: %w", err)
+				}
+				continue
+			}
+			_, err := n.claim(ctx, c)
+			n.mu.Lock()
+			n.claiming = false
+			n.mu.Unlock()
+			if err != nil {
 				return nil, err
 			}
 			continue

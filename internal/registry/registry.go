@@ -100,13 +100,14 @@ type Node struct {
 	gaps     atomic.Uint64
 	gapEnd   atomic.Int64
 
-	mu      sync.Mutex
-	closed  bool
-	blocks  []*block
-	members []*Member // registered, for the published epoch
-	beats   uint64
-	limbo   []retired
-	seen    map[int]observation // other blocks' heartbeats, for Reclaim
+	mu       sync.Mutex
+	closed   bool
+	claiming bool // a member is claiming a block (Register)
+	blocks   []*block
+	members  []*Member // registered, for the published epoch
+	beats    uint64
+	limbo    []retired
+	seen     map[int]observation // other blocks' heartbeats, for Reclaim
 }
 
 // block is a claimed block.

@@ -353,3 +353,48 @@ func TestJoinTakesOverSilentBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRegisterAtOnceClaimsFew registers many clients of one compute node at
+// the same time, in the simulator and with plain goroutines: the node
+// claims the blocks their slots need, not one block per client that found
+// the slots taken (which filled a 256-block registry with 16 compute nodes
+// of 56 clients).
+func TestRegisterAtOnceClaimsFew(t *testing.T) {
+	const clients, perBlock = 100, 8
+	for _, sim := range []bool{true, false} {
+		p := newPool(t, sim, 1)
+		cn := p.NewComputeNode()
+		n := join(t, cn.NewClient(), Options{Blocks: 64, Clients: perBlock})
+		errs := make([]error, clients)
+		done := make(chan struct{}, clients)
+		for i := range clients {
+			c := cn.NewClient()
+			run := func() {
+				_, errs[i] = n.Register(t.Context(), c)
+				done <- struct{}{}
+			}
+			if sim {
+				p.Go(run)
+			} else {
+				go run()
+			}
+		}
+		if sim {
+			if err := p.Wait(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range clients {
+			<-done
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		n.mu.Lock()
+		blocks := len(n.blocks)
+		n.mu.Unlock()
+		if want := (clients + perBlock - 1) / perBlock; blocks != want {
+			t.Errorf("sim %v: %d clients registered at once claimed %d blocks of %d slots, want %d", sim, clients, blocks, perBlock, want)
+		}
+	}
+}
