@@ -62,20 +62,23 @@ func NewPool(cfg Config) (*Pool, error) {
 	return p, nil
 }
 
-// newInProcess creates fresh anonymous memory nodes behind the local or the
-// simulated transport.
+// newInProcess creates fresh anonymous memory nodes, or nodes started from
+// cfg.From, behind the local or the simulated transport.
 func (p *Pool) newInProcess() error {
 	g := nodeGeom{main: uint64(p.cfg.NodeBytes), onChip: uint64(p.cfg.OnChipBytes)}
-	for range p.cfg.MemoryNodes {
-		m, err := newMemNode(g)
+	for i := range p.cfg.MemoryNodes {
+		var m *memNode
+		var err error
+		if p.cfg.From != nil {
+			m, err = newMemNodeFrom(g, &p.cfg.From.nodes[i])
+		} else {
+			m, err = newMemNode(g)
+		}
 		if err != nil {
 			return fmt.Errorf("memory node %d of %d: %w", len(p.mns), p.cfg.MemoryNodes, err)
 		}
 		p.mns = append(p.mns, m)
 		p.geom = append(p.geom, g)
-	}
-	if p.cfg.From != nil {
-		p.restore(p.cfg.From)
 	}
 	if p.cfg.Sim != nil {
 		p.t = newSimulator(p, *p.cfg.Sim)

@@ -16,13 +16,21 @@ var ErrBusy = errors.New("remote: pool is busy")
 // with Config.From starts from it: the same memory, allocator and named
 // regions, a simulator's clock at the snapshot's time, no compute nodes.
 // One snapshot may start any number of pools, one after the other or at
-// once; it never changes. Its memory lives outside the Go heap and is
-// released once the Snapshot is unreachable.
+// once; it never changes. On Linux its memory is a memory file outside the
+// Go heap, which the pools started from it share until they write a page
+// (copy on write); it is released once the Snapshot and those pools are
+// unreachable.
 type Snapshot struct {
-	cfg   Config     // the snapshotted pool's configuration
-	nodes []*memNode // copies: main holds the allocated prefix only
-	used  []uint64   // per node, the bytes of main in use
-	clock int64      // the simulator's clock in picoseconds (0 for local)
+	cfg   Config // the snapshotted pool's configuration
+	nodes []frozenNode
+	clock int64 // the simulator's clock in picoseconds (0 for local)
+}
+
+// frozenNode is one memory node of a snapshot.
+type frozenNode struct {
+	used   uint64   // bytes of the main region in use
+	main   *frozen  // those bytes
+	onChip []uint64 // the on-chip region
 }
 
 // Snapshot copies the pool's memory nodes (the bytes their allocators have
@@ -50,18 +58,13 @@ func (p *Pool) Snapshot() (*Snapshot, error) {
 	}
 	for i, m := range p.mns {
 		used := nodeUsed(m.main)
-		c := &memNode{geom: nodeGeom{main: used, onChip: m.geom.onChip}}
-		var err error
-		if c.main, err = newWords(c, int(used/8)); err != nil {
+		f, err := freeze(m.main[:used/8])
+		if err != nil {
 			return nil, fmt.Errorf("snapshot of memory node %d: %w", i, err)
 		}
-		if c.onChip, err = newWords(c, len(m.onChip)); err != nil {
-			return nil, fmt.Errorf("snapshot of memory node %d: %w", i, err)
-		}
-		copyWords(c.main, m.main)
-		copyWords(c.onChip, m.onChip)
-		snap.nodes = append(snap.nodes, c)
-		snap.used = append(snap.used, used)
+		onChip := make([]uint64, len(m.onChip))
+		copyWords(onChip, m.onChip)
+		snap.nodes = append(snap.nodes, frozenNode{used: used, main: f, onChip: onChip})
 	}
 	return snap, nil
 }
@@ -73,8 +76,8 @@ func (s *Snapshot) MemoryNodes() int { return len(s.nodes) }
 // memory node's main region and its on-chip region.
 func (s *Snapshot) Bytes() int64 {
 	var n int64
-	for i, m := range s.nodes {
-		n += int64(s.used[i]) + int64(m.geom.onChip)
+	for _, f := range s.nodes {
+		n += int64(f.used) + 8*int64(len(f.onChip))
 	}
 	return n
 }
@@ -119,21 +122,26 @@ func (c *Config) fromSnapshot() error {
 	if c.OnChipBytes != s.cfg.OnChipBytes {
 		return fmt.Errorf("%w: OnChipBytes %d from a snapshot with %d", ErrBadRequest, c.OnChipBytes, s.cfg.OnChipBytes)
 	}
-	for i, used := range s.used {
-		if uint64(c.NodeBytes) < used {
-			return fmt.Errorf("%w: NodeBytes %d is less than the %d bytes memory node %d of the snapshot uses", ErrBadRequest, c.NodeBytes, used, i)
+	for i, f := range s.nodes {
+		if uint64(c.NodeBytes) < f.used {
+			return fmt.Errorf("%w: NodeBytes %d is less than the %d bytes memory node %d of the snapshot uses", ErrBadRequest, c.NodeBytes, f.used, i)
 		}
 	}
 	return nil
 }
 
-// restore copies snapshot s into the fresh memory nodes of p and records
-// their own size in each header.
-func (p *Pool) restore(s *Snapshot) {
-	for i, m := range p.mns {
-		src := s.nodes[i]
-		copyWords(m.main, src.main)
-		copyWords(m.onChip, src.onChip)
-		atomic.StoreUint64(&m.main[hdrMain], m.geom.main)
+// newMemNodeFrom returns a node of geometry g that starts as f, with its own
+// size in its header.
+func newMemNodeFrom(g nodeGeom, f *frozenNode) (*memNode, error) {
+	m := &memNode{geom: g}
+	var err error
+	if m.main, err = thaw(m, f.main, int(g.main/8)); err != nil {
+		return nil, err
 	}
+	if m.onChip, err = newWords(m, int(g.onChip/8)); err != nil {
+		return nil, err
+	}
+	copyWords(m.onChip, f.onChip)
+	atomic.StoreUint64(&m.main[hdrMain], g.main)
+	return m, nil
 }

@@ -24,8 +24,14 @@
 // # Runs
 //
 // Run builds a pool of memory nodes, opens one index per compute node
-// through an Opener, loads the records with every client, then runs the
-// operations split evenly over ComputeNodes × ClientsPerCN clients. In
+// through an Opener, loads the records with every client (LoadClientsPerCN
+// per compute node, if set) and closes the indexes. It then starts a fresh
+// pool from a snapshot of the memory nodes (remote.Pool.Snapshot), opens
+// fresh indexes (cold caches), warms them up (WarmupOps) and runs the
+// operations split evenly over ComputeNodes × ClientsPerCN clients. Load
+// returns that loaded index (a Loaded) and Config.From starts a run from
+// it, so that runs of several workloads or client counts share one load
+// phase and still give the Result each gives alone. In
 // ModeSim (the default) every client is a simulated thread of the RNIC
 // simulator and all times are virtual, so a Config always gives the same
 // Result; ModeLocal uses goroutines and the wall clock. Throughput counts

@@ -439,7 +439,7 @@ func (cfg Config) normalized() (Config, error) {
 		cfg.Ops = cfg.Records
 		cfg.WarmupOps = 0
 	case cfg.WarmupOps == 0:
-		cfg.WarmupOps = int64(math.Ceil(float64(DefaultWarmup(cfg.Records, cfg.ComputeNodes)) / cfg.Workload.keysPerOp()))
+		cfg.WarmupOps = int64(math.Ceil(float64(DefaultWarmup(cfg.Records, cfg.ComputeNodes)) / cfg.Workload.KeysPerOp()))
 	case cfg.WarmupOps < 0:
 		cfg.WarmupOps = 0
 	}

@@ -155,10 +155,10 @@ func Preset(name string) (Workload, error) {
 	return w, nil
 }
 
-// keysPerOp is how many keys an operation of w visits on average: one, or a
+// KeysPerOp is how many keys an operation of w visits on average: one, or a
 // scan's mean length for the share of scans (1 for an invalid workload,
-// which Run refuses anyway).
-func (w Workload) keysPerOp() float64 {
+// which Run refuses anyway). Warm-ups are sized by it (Config.WarmupOps).
+func (w Workload) KeysPerOp() float64 {
 	n, err := w.normalized()
 	if err != nil {
 		return 1

@@ -22,6 +22,8 @@ func (o *options) describeSetup(w io.Writer, ws []ycsb.Workload, clients []int) 
 		warm = "no warm-up"
 	case o.warmup > 0:
 		warm = fmt.Sprintf("%d warm-up operations", o.warmup)
+	case o.warmupKeys > 0:
+		warm = fmt.Sprintf("a warm-up of %d keys' worth (a scan counts its mean length)", o.warmupKeys)
 	case o.records > 0:
 		warm = fmt.Sprintf("%d warm-up operations", ycsb.DefaultWarmup(o.records, o.cns))
 	}

@@ -279,3 +279,26 @@ func TestDefaultComparison(t *testing.T) {
 		t.Errorf("%d runs in the default comparison's table, want 8:\n%s", rows, out)
 	}
 }
+
+// TestWarmupKeys checks that --warmup-keys sizes each workload's warm-up by
+// the keys its operations visit, and that it excludes --warmup-ops.
+func TestWarmupKeys(t *testing.T) {
+	for _, tc := range []struct {
+		workload string
+		want     float64
+	}{
+		{"a", 960},
+		{"e", 20}, // ⌈960 / (0.05 + 0.95 × 50.5)⌉
+	} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(mustExec(t, runArgs("--workload", tc.workload, "--warmup-keys", "960", "--json")...)), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["warmup_ops"] != tc.want {
+			t.Errorf("%s: warmup_ops %v, want %v", tc.workload, m["warmup_ops"], tc.want)
+		}
+	}
+	if _, err := exec(t, runArgs("--warmup-keys", "960", "--warmup-ops", "5")...); err == nil {
+		t.Error("--warmup-keys with --warmup-ops accepted")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -27,7 +28,8 @@ type options struct {
 	warmup      int64
 	valueSize   int
 	mns, cns    int
-	loadClients int // --load-clients
+	loadClients int   // --load-clients
+	warmupKeys  int64 // --warmup-keys
 	cacheMB     float64
 	mnMB        int64
 	mode        string
@@ -66,6 +68,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.Int64Var(&o.records, "records", o.records, "records loaded before the run phase")
 	fs.Int64Var(&o.ops, "ops", o.ops, "operations of the run phase, split over all clients")
 	fs.Int64Var(&o.warmup, "warmup-ops", o.warmup, fmt.Sprintf("warm-up operations between the load and the run phase, not measured (0: --records × --cns keys' worth, at most %d, a scan counting its mean length; -1: none)", ycsb.MaxDefaultWarmup))
+	fs.Int64Var(&o.warmupKeys, "warmup-keys", 0, "instead of --warmup-ops: a warm-up of this many keys' worth, a scan counting its mean length "+
+		"(so that one value suits point and scan workloads)")
 	fs.IntVar(&o.valueSize, "value-size", o.valueSize, "value size in bytes")
 	fs.IntVar(&o.mns, "mns", o.mns, "memory nodes")
 	fs.IntVar(&o.cns, "cns", o.cns, "compute nodes")
@@ -100,6 +104,8 @@ func (o *options) check() error {
 		return fmt.Errorf("--records and --ops must not be negative")
 	case o.warmup < -1:
 		return fmt.Errorf("--warmup-ops %d: want -1 (none), 0 (the default) or a count", o.warmup)
+	case o.warmupKeys < 0 || o.warmupKeys > 0 && o.warmup != 0:
+		return fmt.Errorf("--warmup-keys %d: want a positive count, and no --warmup-ops with it", o.warmupKeys)
 	case o.valueSize < 1:
 		return fmt.Errorf("--value-size must be at least 1")
 	case o.mns < 1 || o.cns < 1:
@@ -180,9 +186,13 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 		maxTime = -1 // no limit
 	}
 	w.ZipfTheta = o.zipf
+	warmup := o.warmup
+	if o.warmupKeys > 0 {
+		warmup = int64(math.Ceil(float64(o.warmupKeys) / w.KeysPerOp()))
+	}
 	cfg := ycsb.Config{
 		Index: index, Open: ix.open(), Footprint: ix.footprint, CacheBytes: cache,
-		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, WarmupOps: o.warmup, ValueSize: o.valueSize,
+		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, WarmupOps: warmup, ValueSize: o.valueSize,
 		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, LoadClientsPerCN: o.loadClients, NodeBytes: o.mnMB << 20,
 		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
 		Shm:        remote.ShmConfig{Dir: o.shmDir},
