@@ -39,7 +39,7 @@ func TestRejectsRunsThatDoNotFit(t *testing.T) {
 		{[]string{"run", "--value-size", "1099511627776", "--records", "10", "--ops", "10"}, smart.ErrValueTooLarge, "smart stores at most 65536"},
 		{[]string{"run", "--index", "sherman", "--value-size", "5000"}, smart.ErrValueTooLarge, "sherman stores at most 4096"},
 		{[]string{"run", "--index", "mem", "--value-size", "1099511627776"}, ycsb.ErrTooLarge, "32 clients × 4.0 TiB"},
-		{[]string{"run", "--records", "10000000000"}, ycsb.ErrTooLarge, "4.0 TiB of records on the memory nodes for 10000000000 records"},
+		{[]string{"run", "--records", "10000000000"}, ycsb.ErrTooLarge, "977.9 GiB of records on the memory nodes for 10000000000 records"},
 		{[]string{"run", "--cns", "1000", "--clients", "1000"}, ycsb.ErrTooLarge, "1000000 clients × 36.1 KiB), more than the 16.0 GiB"},
 		{[]string{"run", "--index", "sherman", "--cns", "1000", "--clients", "1000"}, ycsb.ErrTooLarge, "1000 compute nodes × "},
 		{[]string{"run", "--warmup-ops", "-2"}, nil, "--warmup-ops -2: want -1 (none), 0 (the default) or a count"},
