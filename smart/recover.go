@@ -48,19 +48,22 @@ const judgeEvery = 16
 
 // replace drops a session whose client an injected fault stopped: the
 // registry learns at once that its tag is dead (so its locks are recovered
-// without waiting for a lease), and the next operation gets a new session
-// with a new client of the compute node.
+// without waiting for a lease), a moving flag it left set is repaired at
+// once (repairCrashed), and the next operation gets a new session with a
+// new client of the compute node.
 func (t *Tree) replace(s *session) {
 	t.rstats.crashed.Add(1)
-	if s.m == nil {
-		return
-	}
 	for {
 		// The member must be marked dead: its compute node's heartbeat goes
 		// on, so nothing else would ever judge its locks free. A client
 		// that crashes doing it is replaced in turn.
 		ns := t.newSession()
-		_ = s.m.MarkDead(context.Background(), ns.c) // otherwise fails only if the pool closed
+		if s.m != nil {
+			_ = s.m.MarkDead(context.Background(), ns.c) // otherwise fails only if the pool closed
+		}
+		if s.flag.set && !ns.c.Crashed() {
+			ns.repairCrashed(s.flag)
+		}
 		if ns.c.Crashed() {
 			t.rstats.crashed.Add(1)
 			continue
@@ -70,6 +73,48 @@ func (t *Tree) replace(s *session) {
 		t.mu.Unlock()
 		return
 	}
+}
+
+// flagHold is a moving flag a session set (a move's or a split's mark,
+// I6): the reverse pointer's address, the value the flag CAS wrote, and
+// the cursor of the slot that led to the flagged object.
+type flagHold struct {
+	set              bool
+	cur              cursor
+	revAddr, flagged remote.Addr
+}
+
+// holdFlag records that the session is about to set a moving flag; the
+// returned function forgets it, unless the client crashed (replace then
+// repairs the flag).
+func (s *session) holdFlag(cur cursor, revAddr, flagged remote.Addr) func() {
+	s.flag = flagHold{set: true, cur: cur, revAddr: revAddr, flagged: flagged}
+	return func() {
+		if !s.c.Crashed() {
+			s.flag = flagHold{}
+		}
+	}
+}
+
+// repairCrashed repairs the moving flag f that a crashed session of this
+// compute node may have left set. A waiter repairs a flag only after it
+// stood still for a lease (waitMoving), since its owner may be slow rather
+// than gone; this one's client is known to be stopped for good (no verb of
+// it lands any more), so the same repair (repairFlag: finish a move that
+// froze anything, else undo the flag) runs at once. A flag no longer
+// holding the value the crashed CAS wrote (it never landed, was cleared,
+// or its address part moved with a parent's move) is left to the waiters.
+func (s *session) repairCrashed(f flagHold) {
+	if err := s.begin(); err != nil {
+		return
+	}
+	defer s.end()
+	ctx := context.Background()
+	w, err := s.readWord(ctx, f.revAddr)
+	if err != nil || remote.Addr(w) != f.flagged {
+		return
+	}
+	_ = s.repairFlag(f.cur, f.revAddr)(ctx, f.flagged)
 }
 
 // holding is called after the session took a leaf's lock, and by doUnder

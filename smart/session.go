@@ -41,6 +41,7 @@ type session struct {
 	retries   int      // re-reads in the current attempt
 	nodeReads int      // internal nodes and slots read remotely in the current operation
 	flagWaits int      // waits for other splits in the current operation
+	flag      flagHold // the moving flag this session set, until it is cleared
 	full      []noRoom // per memory node: allocations it refused (allocNear)
 
 	// Reclamation (reclaim.go): the client's registry member, nil without
