@@ -210,8 +210,10 @@ type Config struct {
 // node with probability about exp(-k·W/(R·CNs)): with W = R·CNs and the 16
 // or so records under a node just above the leaves of a tree over random
 // keys, about 1e-7. Measured on SMART, YCSB-C, 100 k records, 8 compute
-// nodes × 32 clients: 1.41 round trips per search without warm-up, 1.10
-// after R·CNs/2 operations, 1.03 after R·CNs, 1.00 after 2·R·CNs.
+// nodes × 32 clients, from cold caches (commit fc2d11e): 1.48 round trips
+// per search without warm-up, 1.10 after R·CNs/2 operations, 1.02 after
+// R·CNs, 0.99 after 2·R·CNs (read delegation lets searches of one key
+// share a round trip).
 func DefaultWarmup(records int64, computeNodes int) int64 {
 	return min(records*int64(max(computeNodes, 1)), MaxDefaultWarmup)
 }

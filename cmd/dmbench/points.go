@@ -33,10 +33,24 @@ func runPoints(ctx context.Context, cfgs []ycsb.Config, parallel int, stderr io.
 			}
 		}
 	}
+	for i := range cfgs {
+		// Each run was checked against the machine when it was configured
+		// (ycsb.Config.Validate); checked again when it starts, it would
+		// count the memory of the runs beside it as unavailable and fail.
+		cfgs[i].MemoryLimit = -1
+	}
 	bar := newProgress(stderr, total)
 	defer bar.finish()
 	results := make([]*ycsb.Result, len(cfgs))
 	errs := make([]error, len(cfgs))
+	var mu sync.Mutex
+	report := func(i int) { // a failure at once: a long comparison may run on for an hour
+		if errs[i] != nil {
+			mu.Lock()
+			fmt.Fprintf(stderr, "dmbench: %s: %v\n", label(cfgs[i]), errs[i])
+			mu.Unlock()
+		}
+	}
 	runs := make(chan struct{}, parallel)  // runs and loads executing
 	loads := make(chan struct{}, parallel) // loaded indexes held
 	var wg sync.WaitGroup
@@ -50,6 +64,7 @@ func runPoints(ctx context.Context, cfgs []ycsb.Config, parallel int, stderr io.
 			wg.Go(func() {
 				defer func() { <-runs }()
 				results[i], errs[i] = ycsb.Run(ctx, cfgs[i])
+				report(i)
 			})
 			continue
 		}
@@ -62,6 +77,7 @@ func runPoints(ctx context.Context, cfgs []ycsb.Config, parallel int, stderr io.
 			if err != nil {
 				for _, i := range g {
 					errs[i] = fmt.Errorf("loading: %w", err)
+					report(i)
 				}
 				return
 			}
@@ -73,6 +89,7 @@ func runPoints(ctx context.Context, cfgs []ycsb.Config, parallel int, stderr io.
 					cfg := cfgs[i]
 					cfg.From = loaded
 					results[i], errs[i] = ycsb.Run(ctx, cfg)
+					report(i)
 				})
 			}
 			gw.Wait()
