@@ -319,37 +319,60 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	// Run phase.
-	before := r.snapshot()
-	if cfg.CrashRate > 0 {
-		r.pool.InjectCrashes(cfg.CrashRate, r.seed(0, 3))
+	src := func(i, n int) source {
+		lo, hi := split(cfg.Ops, i, n)
+		return &streamSource{g: gen, s: gen.Stream(r.seed(i, 1)), left: hi - lo}
 	}
-	var run phase
 	if cfg.RunTrace != nil {
-		run = r.phase(ctx, runPhase, false, func(i, n int) source { return slice(cfg.RunTrace, i, n) })
-	} else {
-		run = r.phase(ctx, runPhase, false, func(i, n int) source {
-			lo, hi := split(cfg.Ops, i, n)
-			return &streamSource{g: gen, s: gen.Stream(r.seed(i, 1)), left: hi - lo}
-		})
+		src = func(i, n int) source { return slice(cfg.RunTrace, i, n) }
 	}
-	var crashes uint64
-	if cfg.CrashRate > 0 {
-		crashes = r.pool.InjectCrashes(0, 0)
-	}
-	if err := ctx.Err(); err != nil {
+	m, err := r.measure(ctx, src)
+	if err != nil {
 		return nil, err
 	}
-	after := r.snapshot()
-	res := r.result(from.load, run, before, after)
-	res.setWarmup(warm, warmBefore, before)
+	res := r.result(from.load, m.run, m.before, m.after)
+	res.setWarmup(warm, warmBefore, m.before)
 	res.MNBytesPerKey = from.loaded
-	if cfg.CrashRate > 0 {
-		res.CrashResult = r.recoverAndCheck(ctx, run, crashes)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	if err := r.checkCrashes(ctx, res, m); err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// measured is a measured phase: its clients, the pool's counters before
+// and after it and the crashes injected in it.
+type measured struct {
+	run           phase
+	before, after snapshot
+	crashes       uint64
+}
+
+// measure runs the measured phase of src, under crash injection if the
+// run asks for it.
+func (r *runner) measure(ctx context.Context, src func(i, n int) source) (measured, error) {
+	m := measured{before: r.snapshot()}
+	if r.cfg.CrashRate > 0 {
+		r.pool.InjectCrashes(r.cfg.CrashRate, r.seed(0, 3))
+	}
+	m.run = r.phase(ctx, runPhase, false, src)
+	if r.cfg.CrashRate > 0 {
+		m.crashes = r.pool.InjectCrashes(0, 0)
+	}
+	if err := ctx.Err(); err != nil {
+		return m, err
+	}
+	m.after = r.snapshot()
+	return m, nil
+}
+
+// checkCrashes recovers and checks the structure after a measured phase
+// under crash injection (Result.CrashResult); without it, it does nothing.
+func (r *runner) checkCrashes(ctx context.Context, res *Result, m measured) error {
+	if r.cfg.CrashRate <= 0 {
+		return nil
+	}
+	res.CrashResult = r.recoverAndCheck(ctx, m.run, m.crashes)
+	return ctx.Err()
 }
 
 // runLoad runs a LoadOnly workload of a normalized cfg: the measured phase
@@ -371,26 +394,14 @@ func runLoad(ctx context.Context, cfg Config, gen *Generator) (*Result, error) {
 		}
 		r.hist = newHistory(cfg.ValueSize, cfg.ComputeNodes*cfg.ClientsPerCN)
 	}
-	before := r.snapshot()
-	if cfg.CrashRate > 0 {
-		r.pool.InjectCrashes(cfg.CrashRate, r.seed(0, 3))
-	}
-	run := r.phase(ctx, runPhase, false, func(i, n int) source { return loadRange(gen, i, n) })
-	var crashes uint64
-	if cfg.CrashRate > 0 {
-		crashes = r.pool.InjectCrashes(0, 0)
-	}
-	if err := ctx.Err(); err != nil {
+	m, err := r.measure(ctx, func(i, n int) source { return loadRange(gen, i, n) })
+	if err != nil {
 		return nil, err
 	}
-	after := r.snapshot()
-	res := r.result(phase{}, run, before, after)
-	res.MNBytesPerKey = per(after.stats.AllocBytes-after.stats.FreedBytes, cfg.Records)
-	if cfg.CrashRate > 0 {
-		res.CrashResult = r.recoverAndCheck(ctx, run, crashes)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
+	res := r.result(phase{}, m.run, m.before, m.after)
+	res.MNBytesPerKey = per(m.after.stats.AllocBytes-m.after.stats.FreedBytes, cfg.Records)
+	if err := r.checkCrashes(ctx, res, m); err != nil {
+		return nil, err
 	}
 	return res, nil
 }
