@@ -36,6 +36,9 @@ var (
 	// goroutine not started by Pool.Go fails with it only after a second of
 	// wall time in which no goroutine used the pool.
 	ErrDeadlock = errors.New("remote: simulation deadlock")
+	// ErrBusy: Pool.Snapshot was called while goroutines started by
+	// Pool.Go were still running.
+	ErrBusy = errors.New("remote: pool is busy")
 	// ErrLate: a batch given to DoBy would have left after its deadline.
 	// Nothing of it was executed.
 	ErrLate = errors.New("remote: batch past its deadline")

@@ -1,15 +1,10 @@
 package remote
 
 import (
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 )
-
-// ErrBusy is returned by Pool.Snapshot while goroutines started by Pool.Go
-// are still running.
-var ErrBusy = errors.New("remote: pool is busy")
 
 // A Snapshot is a copy of the memory nodes of an in-process pool (local or
 // simulated) and of the pool's clock, taken by Pool.Snapshot. A pool created
