@@ -28,8 +28,9 @@ type Pool struct {
 
 // NewPool creates or connects to the memory nodes of cfg: fresh in-process
 // nodes (zeroed, or copies of cfg.From) behind the local transport (the
-// default) or the simulator (cfg.Sim), files shared by processes (cfg.Shm), or memnode
-// servers over TCP (cfg.TCP) or libfabric (cfg.Fabric). A bad
+// default) or the simulator (cfg.Sim), files shared by processes
+// (cfg.Shm), or memnode servers over TCP (cfg.TCP) or libfabric
+// (cfg.Fabric). A bad
 // configuration, a size the machine cannot map, or an unreachable or
 // mismatched memory node is an error; nothing is left allocated or
 // connected then.

@@ -98,7 +98,8 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	}
 	// The flag is this session's from here (a crash inside the CAS leaves
 	// it to the waiters: it may be another mover's).
-	defer s.holdFlag(cur, revAddr, n.rev|revMoving)()
+	s.holdFlag(cur, revAddr, n.rev|revMoving)
+	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // a flagged node is always moved
 	if lost, err := s.flagLost(ctx, revAddr, n.rev|revMoving, flagAt); err != nil || lost {
 		// Silent for so long that a waiter may have judged the mark dead

@@ -84,15 +84,17 @@ type flagHold struct {
 	revAddr, flagged remote.Addr
 }
 
-// holdFlag records that the session is about to set a moving flag; the
-// returned function forgets it, unless the client crashed (replace then
-// repairs the flag).
-func (s *session) holdFlag(cur cursor, revAddr, flagged remote.Addr) func() {
+// holdFlag records that the session set a moving flag; dropFlag forgets it
+// when the session is done with it.
+func (s *session) holdFlag(cur cursor, revAddr, flagged remote.Addr) {
 	s.flag = flagHold{set: true, cur: cur, revAddr: revAddr, flagged: flagged}
-	return func() {
-		if !s.c.Crashed() {
-			s.flag = flagHold{}
-		}
+}
+
+// dropFlag forgets the moving flag the session held, unless its client
+// crashed: replace then repairs the flag.
+func (s *session) dropFlag() {
+	if !s.c.Crashed() {
+		s.flag = flagHold{}
 	}
 }
 

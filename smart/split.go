@@ -324,7 +324,8 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 	}
 	// The flag is this session's from here (a crash inside the batch of
 	// the mark leaves it to the waiters: it may be another split's).
-	defer s.holdFlag(cur, revAddr, revOld|revMoving)()
+	s.holdFlag(cur, revAddr, revOld|revMoving)
+	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // the flag is always cleared
 	if lost, err := s.flagLost(ctx, revAddr, revOld|revMoving, flagAt); err != nil || lost {
 		// Silent for so long that a waiter may have judged the split dead

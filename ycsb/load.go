@@ -95,9 +95,9 @@ func (cfg *Config) loadKey(explicitNodes bool) LoadKey {
 // as in Run) and returns the loaded index, for runs that share it through
 // Config.From. Only the fields that shape the load phase matter: Index,
 // Open, CacheBytes, Keys, Records, ValueSize, MemoryNodes, ComputeNodes,
-// LoadClientsPerCN (or ClientsPerCN), NodeBytes, Mode, Sim and Seed; runs from the result must
-// have the same ones (and the same Opener) but may differ in everything
-// else. It needs the simulator or the local transport (memory nodes in this
+// LoadClientsPerCN (or ClientsPerCN), NodeBytes, Mode, Sim and Seed; runs
+// from the result must have the same ones (and the same Opener) but may
+// differ in everything else. It needs the simulator or the local transport (memory nodes in this
 // process), a workload with a load phase, no traces and no crash
 // injection; it checks cfg as Run does.
 func Load(ctx context.Context, cfg Config) (*Loaded, error) {
@@ -121,8 +121,9 @@ func Load(ctx context.Context, cfg Config) (*Loaded, error) {
 }
 
 // loadNodeBytes is the size of each memory node of the load phase's pool:
-// cfg.NodeBytes if given (or the existing nodes' own size), else room for the records alone (the run's pool
-// grows to its own size), so that the load does not depend on the run.
+// cfg.NodeBytes if given (or the existing nodes' own size), else room for
+// the records alone (the run's pool grows to its own size), so that the
+// load does not depend on the run.
 func (cfg *Config) loadNodeBytes(explicitNodes bool) int64 {
 	if explicitNodes || cfg.Mode >= ModeShm {
 		return cfg.NodeBytes
@@ -146,16 +147,9 @@ func load(ctx context.Context, cfg Config, explicitNodes bool, gen *Generator) (
 			pool.Close()
 		}
 	}()
-	r := &runner{cfg: cfg, pool: pool, name: name}
-	if err := r.open(); err != nil {
+	r, err := newRunner(cfg, pool, name)
+	if err != nil {
 		return nil, err
-	}
-	if cfg.CrashRate > 0 {
-		if err := r.checkRecoverable(); err != nil {
-			r.close()
-			return nil, err
-		}
-		r.hist = newHistory(cfg.ValueSize, cfg.ComputeNodes*cfg.ClientsPerCN)
 	}
 	var ph phase
 	if cfg.RunTrace != nil {

@@ -282,15 +282,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return runLoad(ctx, cfg, gen)
 	}
 	from := cfg.From
-	switch {
-	case from == nil:
+	if from == nil {
 		if from, err = load(ctx, cfg, explicitNodes, gen); err != nil {
 			return nil, err
 		}
-	case cfg.loadable() != nil:
-		return nil, cfg.loadable()
-	case from.key != cfg.loadKey(explicitNodes):
-		return nil, fmt.Errorf("%w: loaded %+v, run %+v", ErrLoadMismatch, from.key, cfg.loadKey(explicitNodes))
+	} else if err := cfg.loadable(); err != nil {
+		return nil, err
+	} else if key := cfg.loadKey(explicitNodes); from.key != key {
+		return nil, fmt.Errorf("%w: loaded %+v, run %+v", ErrLoadMismatch, from.key, key)
 	}
 	pool := from.pool
 	if pool == nil {
@@ -383,17 +382,11 @@ func runLoad(ctx context.Context, cfg Config, gen *Generator) (*Result, error) {
 		return nil, err
 	}
 	defer pool.Close()
-	r := &runner{cfg: cfg, pool: pool, name: name}
-	if err := r.open(); err != nil {
+	r, err := newRunner(cfg, pool, name)
+	if err != nil {
 		return nil, err
 	}
 	defer r.close()
-	if cfg.CrashRate > 0 {
-		if err := r.checkRecoverable(); err != nil {
-			return nil, err
-		}
-		r.hist = newHistory(cfg.ValueSize, cfg.ComputeNodes*cfg.ClientsPerCN)
-	}
 	m, err := r.measure(ctx, func(i, n int) source { return loadRange(gen, i, n) })
 	if err != nil {
 		return nil, err
@@ -476,6 +469,24 @@ func defaultNodeBytes(records float64, mns, clients int) int64 {
 // seed returns the seed of client i in phase p.
 func (r *runner) seed(i, p int) uint64 {
 	return r.cfg.Seed*0x9E3779B97F4A7C15 + uint64(p)<<32 + uint64(i)
+}
+
+// newRunner opens cfg's indexes on pool, where the index is called name;
+// with crash injection it checks that they recover and starts the record
+// of the writes.
+func newRunner(cfg Config, pool *remote.Pool, name string) (*runner, error) {
+	r := &runner{cfg: cfg, pool: pool, name: name}
+	if err := r.open(); err != nil {
+		return nil, err
+	}
+	if cfg.CrashRate > 0 {
+		if err := r.checkRecoverable(); err != nil {
+			r.close()
+			return nil, err
+		}
+		r.hist = newHistory(cfg.ValueSize, cfg.ComputeNodes*cfg.ClientsPerCN)
+	}
+	return r, nil
 }
 
 // open opens one index per compute node, one after the other, inside a

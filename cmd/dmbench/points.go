@@ -17,8 +17,9 @@ import (
 // Runs of indexes whose whole state is in the pool (inPool) with the same
 // load phase (ycsb.Config.LoadKey) share one: it is loaded once
 // (ycsb.Load) and each of them starts from it, which gives the results
-// they give alone; at most parallel loaded indexes are held at once. Results come back in the order of cfgs; the first failing run's
-// error, labelled by label, is returned.
+// they give alone; at most parallel loaded indexes are held at once.
+// Results come back in the order of cfgs; the first failing run's error,
+// labelled by label, is returned.
 func runPoints(ctx context.Context, cfgs []ycsb.Config, parallel int, stderr io.Writer, label func(ycsb.Config) string, inPool func(ycsb.Config) bool) ([]*ycsb.Result, error) {
 	if parallel < 1 || len(cfgs) > 0 && cfgs[0].Mode != ycsb.ModeSim {
 		parallel = 1
