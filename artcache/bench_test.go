@@ -83,7 +83,7 @@ func BenchmarkInsert(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			nd := nodes[i]
-			c.Insert(nd.prefix, NewEntry(uint64(i), 0, nd.slots, nd.level))
+			c.Insert(nd.prefix, NewEntry(uint64(i), nd.slots, nd.level))
 			if i++; i == len(nodes) {
 				i = 0
 			}

@@ -120,7 +120,7 @@ func (c *Cache) Insert(prefix []byte, e *Entry) {
 	}
 	c.inserts++
 	if old := c.insert(prefix, e); old != nil {
-		e.ref.Store(old.ref.Load())
+		e.setReferenced(old.referenced())
 		c.clock.remove(old)
 		c.account(old, -1)
 	}
@@ -188,8 +188,8 @@ func (c *Cache) account(e *Entry, n int) {
 // touch sets e's reference bit. Only a clear bit is written, so hits on a
 // hot entry do not contend for its cache line.
 func touch(e *Entry) {
-	if !e.ref.Load() {
-		e.ref.Store(true)
+	if !e.referenced() {
+		e.setReferenced(true)
 	}
 }
 

@@ -1,8 +1,9 @@
 package artcache
 
 import (
-	"math/bits"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 // word returns a non-empty slot word with partial key b.
@@ -85,7 +86,7 @@ func TestTable(t *testing.T) {
 				c := New(Options{Hash: hash})
 				entries := make(map[int]*Entry)
 				for n, s := range tableSlots {
-					entries[n] = &Entry{Addr: uint64(n) << 6, Slots: s}
+					entries[n] = NewEntry(uint64(n)<<6, s, 0)
 				}
 				for i, o := range tc.ops {
 					switch o.do {
@@ -148,7 +149,7 @@ func TestBytesReturnToEmpty(t *testing.T) {
 
 func TestDisabled(t *testing.T) {
 	c := New(Options{Bytes: -1})
-	e := &Entry{Slots: []uint64{word('a', 1), 0, 0, 0}}
+	e := NewEntry(0, []uint64{word('a', 1), 0, 0, 0}, 0)
 	c.Insert(nil, e)
 	if _, _, _, ok := c.Lookup([]byte("a")); ok {
 		t.Fatal("disabled cache hit")
@@ -174,7 +175,7 @@ func TestDefaultBudget(t *testing.T) {
 func TestInsertSameEntry(t *testing.T) {
 	kinds(t, func(t *testing.T, hash bool) {
 		c := New(Options{Hash: hash})
-		e := &Entry{Slots: []uint64{word('a', 1), 0, 0, 0}}
+		e := NewEntry(0, []uint64{word('a', 1), 0, 0, 0}, 0)
 		c.Insert([]byte("p"), e)
 		c.Insert([]byte("p"), e)
 		if st := c.Stats(); st.Entries != 1 || st.Inserts != 1 {
@@ -210,32 +211,62 @@ func TestLookupDoesNotAllocate(t *testing.T) {
 }
 
 func TestNewEntry(t *testing.T) {
-	for _, n := range []int{0, 1, 2, 3, 4, 5, 8, 15, 16, 17, 32, 48, 64, 128, 255, 256} {
+	for _, n := range []int{0, 1, 2, 3, 4, 5, 8, 15, 16, 17, 32, 48, 64, 128, 247, 248, 249, 255, 256} {
 		slots := make([]uint64, n)
 		for i := range slots {
 			slots[i] = uint64(i + 1)
 		}
-		e := NewEntry(1, 3, slots, 4)
-		if e.Addr != 1 || e.Header != 3 || e.Level != 4 || len(e.Slots) != n {
-			t.Fatalf("NewEntry(%d slots) = %+v", n, e)
+		e := NewEntry(1, slots, 4)
+		e.Epoch = 7
+		if e.Addr != 1 || e.Level() != 4 || e.Epoch != 7 || e.referenced() || !slices.Equal(e.Slots(), slots) {
+			t.Fatalf("NewEntry(%d slots) = %+v with slots %v", n, e, e.Slots())
 		}
-		for i := range slots {
-			if e.Slots[i] != slots[i] {
-				t.Fatalf("NewEntry(%d slots): slot %d = %d", n, i, e.Slots[i])
-			}
+		e.setReferenced(true)
+		if !e.referenced() || e.Level() != 4 || len(e.Slots()) != n {
+			t.Fatalf("NewEntry(%d slots): the reference bit changed level %d or slots %d", n, e.Level(), len(e.Slots()))
 		}
 		if n > 0 {
 			slots[0] = 99 // the entry owns a copy
+			if e.Slots()[0] != 1 {
+				t.Fatalf("NewEntry(%d slots) aliases its argument", n)
+			}
 		}
-		if n > 0 && e.Slots[0] != 1 {
-			t.Fatalf("NewEntry(%d slots) aliases its argument", n)
+		// What an entry accounts is one allocation of a size class: the
+		// allocator hands out exactly that many bytes for it.
+		b := e.bytes()
+		if b < entryStructBytes+8*int64(n) || (n > 0 && b > entryStructBytes+8*int64(n)*5/4+16) {
+			t.Errorf("NewEntry(%d slots) accounts %d bytes", n, b)
 		}
-		if size := max(2, 1<<bits.Len(uint(max(n-1, 0)))); n > 0 && n <= 256 && cap(e.Slots) != size {
-			t.Errorf("NewEntry(%d slots) has room for %d, want %d", n, cap(e.Slots), size)
+		if unsafe.Sizeof(uintptr(0)) == 8 && !slices.Contains(sizeClasses, b) {
+			t.Errorf("NewEntry(%d slots) accounts %d bytes, not a size class", n, b)
 		}
-		want := 1.0
-		if got := testing.AllocsPerRun(100, func() { NewEntry(1, 3, slots, 4) }); n > 0 && got != want {
-			t.Errorf("NewEntry(%d slots) allocates %v times, want %v", n, got, want)
+		if got := testing.AllocsPerRun(100, func() { NewEntry(1, slots, 4) }); got != 1 {
+			t.Errorf("NewEntry(%d slots) allocates %v times, want 1", n, got)
 		}
+	}
+	for _, bad := range []struct {
+		slots, level int
+	}{{MaxSlots + 1, 0}, {1, -1}, {1, levelMax + 1}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("NewEntry(%d slots, level %d) did not panic", bad.slots, bad.level)
+				}
+			}()
+			NewEntry(0, make([]uint64, bad.slots), bad.level)
+		}()
+	}
+}
+
+// sizeClasses are the Go allocator's size classes (64-bit) from 64 to 2304
+// bytes (internal/runtime/gc's SizeClassToSize).
+var sizeClasses = []int64{64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256, 288, 320, 352,
+	384, 416, 448, 480, 512, 576, 640, 704, 768, 896, 1024, 1152, 1280, 1408, 1536, 1792, 2048, 2304}
+
+// TestEntryFootprint: an entry is 64 bytes before its slot words on 64-bit
+// platforms (the figure docs/results' cache bytes per key rely on).
+func TestEntryFootprint(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) == 8 && entryStructBytes != 64 {
+		t.Fatalf("Entry is %d bytes, want 64", entryStructBytes)
 	}
 }

@@ -158,7 +158,7 @@ func checkHash(tb testing.TB, h *hashIndex, m map[string]*Entry) int64 {
 func bruteLookup(m map[string]*Entry, key []byte) (*Entry, int, int, bool) {
 	for plen := len(key) - 1; plen >= 0; plen-- {
 		if e := m[string(key[:plen])]; e != nil {
-			for i, w := range e.Slots {
+			for i, w := range e.Slots() {
 				if w != 0 && w&0xff == uint64(key[plen]) {
 					return e, i, plen, true
 				}
@@ -225,7 +225,7 @@ func (g *gen) entry() *Entry {
 			slots[i] = uint64(g.byte()) | g.r.Uint64N(1<<20)<<8
 		}
 	}
-	return &Entry{Addr: g.next << 6, Header: g.next, Slots: slots}
+	return NewEntry(g.next<<6, slots, 0)
 }
 
 // key returns a lookup key: a cached-like prefix plus a few bytes.

@@ -35,8 +35,8 @@ func (k *clock) remove(e *Entry) {
 // victim advances the hand to the first entry whose reference bit is clear,
 // clearing the bits on its way, and returns it. The ring must not be empty.
 func (k *clock) victim() *Entry {
-	for k.hand.ref.Load() {
-		k.hand.ref.Store(false)
+	for k.hand.referenced() {
+		k.hand.setReferenced(false)
 		k.hand = k.hand.next
 	}
 	return k.hand

@@ -37,8 +37,8 @@ func TestConcurrent(t *testing.T) {
 						default:
 							key := g.key()
 							e, idx, plen, ok := c.Lookup(key)
-							if ok && (plen >= len(key) || e.Slots[idx] == 0 || byte(e.Slots[idx]) != key[plen]) {
-								t.Errorf("Lookup(%q) = slot %d (%#x) at prefix length %d", key, idx, e.Slots[idx], plen)
+							if ok && (plen >= len(key) || e.Slots()[idx] == 0 || byte(e.Slots()[idx]) != key[plen]) {
+								t.Errorf("Lookup(%q) = slot %d (%#x) at prefix length %d", key, idx, e.Slots()[idx], plen)
 								return
 							}
 						}

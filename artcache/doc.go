@@ -24,14 +24,16 @@
 // # Memory
 //
 // Stats.Bytes is the memory the cache holds, counted exactly: every entry
-// (the Entry struct plus 8 bytes per slot word), every inner node of the
-// ART (its struct size by kind) and every stored prefix byte (each node's
-// compressed path). The hash index instead counts, per entry, a map slot
-// and the entry's full prefix. On 64-bit platforms an Entry is 112 bytes,
-// an inner node 80 (node4), 184 (node16), 680 (node48) or 2088 (node256)
-// bytes and a map slot 32 bytes. Fixed per-cache overhead and allocator
-// rounding are not counted. Insert evicts until Bytes is within
-// Options.Bytes, and an empty cache accounts 0 bytes.
+// (one allocation: the Entry struct and room for its slot words, chosen so
+// that the two fill one of the Go allocator's size classes), every inner
+// node of the ART (its struct size by kind) and every stored prefix byte
+// (each node's compressed path). The hash index instead counts, per entry,
+// a map slot and the entry's full prefix. On 64-bit platforms an Entry is
+// 64 bytes before its slot words (a node of 15 slots: 192 bytes in all), an
+// inner node 80 (node4), 184 (node16), 680 (node48) or 2088 (node256) bytes
+// and a map slot 32 bytes. Fixed per-cache overhead and the allocator's
+// rounding of inner nodes are not counted. Insert evicts until Bytes is
+// within Options.Bytes, and an empty cache accounts 0 bytes.
 //
 // For the prefixes of a SMART tree of e-mail keys (mean prefix 17.5 bytes)
 // the ART index costs about 30 bytes per entry and the hash index about 50,

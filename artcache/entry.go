@@ -1,119 +1,151 @@
 package artcache
 
 import (
-	"slices"
+	"fmt"
 	"sync/atomic"
 	"unsafe"
 )
 
-// Entry is an immutable snapshot of one remote internal node. The cache
-// never changes its exported fields, and neither may the caller once the
-// entry is inserted: readers use an entry without a lock, even after it was
-// evicted.
+// MaxSlots is the most slot words an entry holds: a node of 256 slots.
+const MaxSlots = 256
+
+// Entry is an immutable snapshot of one remote internal node: its address
+// and its slot words, which live in the same heap allocation right after
+// the struct. The cache never changes what an entry holds, and neither may
+// the caller once the entry is inserted: readers use an entry without a
+// lock, even after it was evicted.
 type Entry struct {
 	// leaf is the entry's place in its index: an ART leaf header when the
 	// entry is a leaf of the local ART (it must be the first field). It
 	// also records whether and how the entry is cached.
 	leaf node
 
-	Addr   uint64   // remote address of the node
-	Header uint64   // the node's header word as read
-	Slots  []uint64 // the node's slot words as read, up to its last non-empty one (SMART); a slot past them is empty
-	Level  int      // number of internal nodes above it (root = 0), for statistics
+	Addr uint64 // remote address of the node
 
-	prev, next *Entry      // neighbours in the CLOCK ring
-	ref        atomic.Bool // CLOCK reference bit: set by a hit, cleared by the hand
+	prev, next *Entry // neighbours in the CLOCK ring
+
+	// meta packs the CLOCK reference bit (bit 0, set by a hit and cleared
+	// by the hand), the number of slot words (bits 1–9) and the level
+	// (bits 10–31); only the reference bit ever changes.
+	meta atomic.Uint32
 
 	// Epoch is a caller's stamp of when the node was read (SMART: the
-	// compute node's reclamation epoch), set before Insert like the
-	// fields above. It sits in the struct's tail padding: it costs no
-	// memory.
+	// compute node's reclamation epoch), set before Insert.
 	Epoch uint32
 }
 
-// entryStructBytes is the fixed part of an entry's memory.
-const entryStructBytes = int64(unsafe.Sizeof(Entry{}))
+const (
+	refBit    = 1
+	countBits = 9
+	countMask = 1<<countBits - 1
+	levelMax  = 1<<(32-1-countBits) - 1
+)
 
-// bytes returns the memory e accounts for: the struct and its slot words
-// (as allocated: NewEntry rounds them up).
-func (e *Entry) bytes() int64 { return entryStructBytes + 8*int64(cap(e.Slots)) }
+// entryStructBytes is the fixed part of an entry's memory, and
+// slotsOffset where its slot words start in the allocation.
+const (
+	entryStructBytes = int64(unsafe.Sizeof(Entry{}))
+	slotsOffset      = unsafe.Offsetof(withSlots[[1]uint64]{}.s)
+)
+
+// withSlots is an entry allocated together with room for its slot words.
+type withSlots[A any] struct {
+	e Entry
+	s A
+}
+
+func alloc[A any]() *Entry { return &new(withSlots[A]).e }
+
+// slotRooms are the allocations NewEntry chooses from, smallest first: room
+// for so many slot words that the entry and its words fill one of the Go
+// allocator's size classes exactly (80, 96, …, 2304 bytes on 64-bit
+// platforms), so what an entry accounts is what it occupies.
+var slotRooms = [...]struct {
+	room int
+	new  func() *Entry
+}{
+	{2, alloc[[2]uint64]}, {4, alloc[[4]uint64]}, {6, alloc[[6]uint64]}, {8, alloc[[8]uint64]},
+	{10, alloc[[10]uint64]}, {12, alloc[[12]uint64]}, {14, alloc[[14]uint64]}, {16, alloc[[16]uint64]},
+	{18, alloc[[18]uint64]}, {20, alloc[[20]uint64]}, {22, alloc[[22]uint64]}, {24, alloc[[24]uint64]},
+	{28, alloc[[28]uint64]}, {32, alloc[[32]uint64]}, {36, alloc[[36]uint64]}, {40, alloc[[40]uint64]},
+	{44, alloc[[44]uint64]}, {48, alloc[[48]uint64]}, {52, alloc[[52]uint64]}, {56, alloc[[56]uint64]},
+	{64, alloc[[64]uint64]}, {72, alloc[[72]uint64]}, {80, alloc[[80]uint64]}, {88, alloc[[88]uint64]},
+	{104, alloc[[104]uint64]}, {120, alloc[[120]uint64]}, {136, alloc[[136]uint64]},
+	{152, alloc[[152]uint64]}, {168, alloc[[168]uint64]}, {184, alloc[[184]uint64]},
+	{216, alloc[[216]uint64]}, {248, alloc[[248]uint64]}, {280, alloc[[280]uint64]},
+}
+
+// NewEntry returns an entry for the node at addr, level internal nodes below
+// the root, holding a copy of slots: the node's slot words as read, up to
+// its last non-empty one (a slot past them is empty to Lookup). The entry
+// and its words are one heap allocation. It panics if slots holds more
+// than MaxSlots words or level is negative or above 4,194,303.
+func NewEntry(addr uint64, slots []uint64, level int) *Entry {
+	if len(slots) > MaxSlots || level < 0 || level > levelMax {
+		panic(fmt.Sprintf("artcache: NewEntry with %d slots at level %d", len(slots), level))
+	}
+	var e *Entry
+	if len(slots) == 0 {
+		e = new(Entry)
+	} else {
+		i := 0
+		for slotRooms[i].room < len(slots) {
+			i++
+		}
+		e = slotRooms[i].new()
+	}
+	e.Addr = addr
+	e.meta.Store(uint32(len(slots))<<1 | uint32(level)<<(1+countBits))
+	copy(e.Slots(), slots)
+	return e
+}
+
+// Slots returns the entry's slot words, which the caller must not modify.
+func (e *Entry) Slots() []uint64 {
+	n := e.meta.Load() >> 1 & countMask
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(e), slotsOffset)), n)
+}
+
+// Level returns the number of internal nodes above the entry's node (the
+// root's is 0).
+func (e *Entry) Level() int { return int(e.meta.Load() >> (1 + countBits)) }
+
+// referenced reports the entry's CLOCK reference bit.
+func (e *Entry) referenced() bool { return e.meta.Load()&refBit != 0 }
+
+// setReferenced sets or clears the entry's CLOCK reference bit.
+func (e *Entry) setReferenced(on bool) {
+	if on {
+		e.meta.Or(refBit)
+	} else {
+		e.meta.And(^uint32(refBit))
+	}
+}
+
+// bytes returns the memory e occupies: the struct and the room for its
+// slot words, one allocation of a size class.
+func (e *Entry) bytes() int64 {
+	n := len(e.Slots())
+	if n == 0 {
+		return entryStructBytes
+	}
+	i := 0
+	for slotRooms[i].room < n {
+		i++
+	}
+	return entryStructBytes + 8*int64(slotRooms[i].room)
+}
 
 // slot returns the index of the first non-empty slot whose partial key (low
 // 8 bits) is b, or -1.
 func (e *Entry) slot(b byte) int {
-	for i, w := range e.Slots {
+	for i, w := range e.Slots() {
 		if w != 0 && byte(w) == b {
 			return i
 		}
 	}
 	return -1
-}
-
-// NewEntry returns an entry for the node at addr holding a copy of slots.
-// Up to 256 slots the entry and its slot words are one heap allocation, with
-// room for the next power of two of slots (at least 2), so the slots of a
-// node read into a reused buffer are cached at the cost of a single
-// allocation and at most twice their bytes.
-func NewEntry(addr, header uint64, slots []uint64, level int) *Entry {
-	var e *Entry
-	size := 2
-	for size < len(slots) {
-		size <<= 1
-	}
-	switch size {
-	case 2:
-		x := new(struct {
-			e Entry
-			s [2]uint64
-		})
-		e, x.e.Slots = &x.e, x.s[:]
-	case 4:
-		x := new(struct {
-			e Entry
-			s [4]uint64
-		})
-		e, x.e.Slots = &x.e, x.s[:]
-	case 8:
-		x := new(struct {
-			e Entry
-			s [8]uint64
-		})
-		e, x.e.Slots = &x.e, x.s[:]
-	case 16:
-		x := new(struct {
-			e Entry
-			s [16]uint64
-		})
-		e, x.e.Slots = &x.e, x.s[:]
-	case 32:
-		x := new(struct {
-			e Entry
-			s [32]uint64
-		})
-		e, x.e.Slots = &x.e, x.s[:]
-	case 64:
-		x := new(struct {
-			e Entry
-			s [64]uint64
-		})
-		e, x.e.Slots = &x.e, x.s[:]
-	case 128:
-		x := new(struct {
-			e Entry
-			s [128]uint64
-		})
-		e, x.e.Slots = &x.e, x.s[:]
-	case 256:
-		x := new(struct {
-			e Entry
-			s [256]uint64
-		})
-		e, x.e.Slots = &x.e, x.s[:]
-	default:
-		e = &Entry{Slots: slices.Clone(slots)}
-	}
-	e.Slots = e.Slots[:len(slots)]
-	copy(e.Slots, slots)
-	e.Addr, e.Header, e.Level = addr, header, level
-	return e
 }

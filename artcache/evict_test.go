@@ -44,10 +44,10 @@ func sized(hash bool, n, fit int) ([][]byte, []*Entry, int64) {
 	for i := range n {
 		p := fmt.Appendf(nil, "node%05d", i)
 		if i < fit {
-			c.Insert(p, &Entry{Slots: []uint64{word('k', 1), 0, 0, 0}})
+			c.Insert(p, NewEntry(0, []uint64{word('k', 1), 0, 0, 0}, 0))
 		}
 		ps = append(ps, p)
-		es = append(es, &Entry{Addr: uint64(i), Slots: []uint64{word('k', 1), 0, 0, 0}})
+		es = append(es, NewEntry(uint64(i), []uint64{word('k', 1), 0, 0, 0}, 0))
 	}
 	return ps, es, c.Stats().Bytes
 }
@@ -99,7 +99,7 @@ func TestHotSetSurvivesScan(t *testing.T) {
 		}
 		for i := range 20 * capacity {
 			p := fmt.Appendf(nil, "cold%05d", i)
-			c.Insert(p, &Entry{Slots: []uint64{word('k', 1), 0, 0, 0}})
+			c.Insert(p, NewEntry(0, []uint64{word('k', 1), 0, 0, 0}, 0))
 			c.Lookup(append(ps[i%hot], 'k'))
 		}
 		for i := range hot {
@@ -116,12 +116,12 @@ func TestHotSetSurvivesScan(t *testing.T) {
 func TestReplaceInheritsReference(t *testing.T) {
 	kinds(t, func(t *testing.T, hash bool) {
 		c := New(Options{Hash: hash})
-		old := &Entry{Slots: []uint64{word('k', 1), 0, 0, 0}}
+		old := NewEntry(0, []uint64{word('k', 1), 0, 0, 0}, 0)
 		c.Insert([]byte("p"), old)
 		c.Lookup([]byte("pk"))
-		e := &Entry{Slots: []uint64{word('k', 2), 0, 0, 0}}
+		e := NewEntry(0, []uint64{word('k', 2), 0, 0, 0}, 0)
 		c.Insert([]byte("p"), e)
-		if !e.ref.Load() {
+		if !e.referenced() {
 			t.Fatal("replacement lost the reference bit")
 		}
 		if old.leaf.kind != kindNone || old.next != nil {

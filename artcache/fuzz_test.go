@@ -16,7 +16,7 @@ func FuzzOps(f *testing.F) {
 			data = data[2+n:]
 			switch op {
 			case 0:
-				e := &Entry{Slots: []uint64{word('a', 1), word(0, 2), word(byte(n), 3), 0}}
+				e := NewEntry(0, []uint64{word('a', 1), word(0, 2), word(byte(n), 3), 0}, 0)
 				c.Insert(p, e)
 				oracle[string(p)] = e
 			case 1:

@@ -159,12 +159,12 @@ func TestDeterministic(t *testing.T) {
 // checking the node kind at each step.
 func TestGrowShrink(t *testing.T) {
 	c := New(Options{})
-	parent := &Entry{Slots: make([]uint64, 256)}
+	parent := NewEntry(0, make([]uint64, 256), 0)
 	c.Insert([]byte("p"), parent)
 	kindAt := func() kind { return parent.leaf.parent.kind }
 	entries := make([]*Entry, 256)
 	for b := range 256 {
-		entries[b] = &Entry{Addr: uint64(b), Slots: []uint64{word('x', 1), 0, 0, 0}}
+		entries[b] = NewEntry(uint64(b), []uint64{word('x', 1), 0, 0, 0}, 0)
 		c.Insert([]byte{'p', byte(b), 'q'}, entries[b])
 		want := kind256
 		switch n := b + 1; {

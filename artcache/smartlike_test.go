@@ -37,7 +37,7 @@ type nodeSpec struct {
 }
 
 func (n nodeSpec) entry() *Entry {
-	return NewEntry(uint64(len(n.prefix))<<32|uint64(n.slots[0]), 0, n.slots, n.level)
+	return NewEntry(uint64(len(n.prefix))<<32|uint64(n.slots[0]), n.slots, n.level)
 }
 
 // smartNodes returns the internal nodes of a SMART tree holding keys (each

@@ -67,10 +67,11 @@ func (s *session) start(ctx context.Context) (cursor, error) {
 	if t.opts.CacheBytes >= 0 {
 		if e, idx, plen, ok := t.cache.Lookup(s.enc); ok {
 			t.cstats.starts.Add(1)
-			t.cstats.levelsSaved.Add(uint64(e.Level + 1))
+			level := e.Level() + 1
+			t.cstats.levelsSaved.Add(uint64(level))
 			s.entry, s.entryPlen, s.entryIdx = e, plen, idx
-			return cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots[idx]),
-				depth: plen + 1, level: e.Level + 1, cached: true, node: remote.Addr(e.Addr)}, nil
+			return cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots()[idx]),
+				depth: plen + 1, level: level, cached: true, node: remote.Addr(e.Addr)}, nil
 		}
 	}
 	if w := t.rootHint.Load(); w != 0 {
@@ -108,9 +109,9 @@ func (s *session) raiseCachedType(t nodeType) {
 	if e == nil {
 		return
 	}
-	slots := slices.Clone(e.Slots)
+	slots := append(s.slotWords[:0], e.Slots()...)
 	slots[s.entryIdx] = uint64(slot(slots[s.entryIdx]).withType(t))
-	c := artcache.NewEntry(e.Addr, e.Header, slots, e.Level)
+	c := artcache.NewEntry(e.Addr, slots, e.Level())
 	c.Epoch = e.Epoch
 	s.t.cache.Insert(s.enc[:s.entryPlen], c)
 	s.entry = c
@@ -145,17 +146,17 @@ func (s *session) remember(plen, level int) {
 	for i := range slots {
 		slots[i] = uint64(n.slots[i])
 	}
-	if e, ok := t.cache.Get(prefix); ok && e.Addr == uint64(n.addr) && e.Header == uint64(n.h) && slices.Equal(e.Slots, slots) {
+	if e, ok := t.cache.Get(prefix); ok && e.Addr == uint64(n.addr) && slices.Equal(e.Slots(), slots) {
 		return
 	}
-	e := artcache.NewEntry(uint64(n.addr), uint64(n.h), slots, level)
+	e := artcache.NewEntry(uint64(n.addr), slots, level)
 	e.Epoch = s.epoch
 	t.cache.Insert(prefix, e)
 }
 
 // rememberNew caches a NODE_4 this session just created and published, with
-// the given prefix, header and slots.
-func (s *session) rememberNew(prefix []byte, addr remote.Addr, h header, level int, slots ...slot) {
+// the given prefix and slots.
+func (s *session) rememberNew(prefix []byte, addr remote.Addr, level int, slots ...slot) {
 	if s.t.opts.CacheBytes < 0 {
 		return
 	}
@@ -163,7 +164,7 @@ func (s *session) rememberNew(prefix []byte, addr remote.Addr, h header, level i
 	for i, sl := range slots {
 		words[i] = uint64(sl)
 	}
-	e := artcache.NewEntry(uint64(addr), uint64(h), words, level)
+	e := artcache.NewEntry(uint64(addr), words, level)
 	e.Epoch = s.epoch
 	s.t.cache.Insert(prefix, e)
 }

@@ -36,12 +36,12 @@ func TestReclaimStaleCacheSeesNoGhost(t *testing.T) {
 	}
 	enc := appendEncoded(nil, victim)
 	e, idx, plen, ok := tr.cache.Lookup(enc)
-	if !ok || !slot(e.Slots[idx]).isLeaf() {
+	if !ok || !slot(e.Slots()[idx]).isLeaf() {
 		t.Fatalf("the victim's leaf slot is not cached (ok %v)", ok)
 	}
-	stale := artcache.NewEntry(e.Addr, e.Header, e.Slots, e.Level)
+	stale := artcache.NewEntry(e.Addr, e.Slots(), e.Level())
 	stale.Epoch = e.Epoch
-	sl := slot(e.Slots[idx])
+	sl := slot(e.Slots()[idx])
 	slotAddr := nodeSlotAddr(remote.Addr(e.Addr), idx)
 
 	if found, err := tr.Delete(ctx, victim); err != nil || !found {
@@ -77,7 +77,7 @@ func TestReclaimStaleCacheSeesNoGhost(t *testing.T) {
 	}
 	// The cache still names the old slot value.
 	tr.cache.Insert(enc[:plen], stale)
-	if e, idx, _, ok := tr.cache.Lookup(enc); !ok || slot(e.Slots[idx]) != sl {
+	if e, idx, _, ok := tr.cache.Lookup(enc); !ok || slot(e.Slots()[idx]) != sl {
 		t.Fatal("could not put the stale entry back into the cache")
 	}
 	v, found, err := tr.Get(ctx, victim)
@@ -111,7 +111,7 @@ func TestVerifyLinkedFreeLeaf(t *testing.T) {
 	if !ok {
 		t.Fatal("the key's slot is not cached")
 	}
-	sl := slot(e.Slots[idx])
+	sl := slot(e.Slots()[idx])
 	tr.leaves.Put(sl.addr(), uint64(classBytes(sl.leafClass())))
 	if err := tr.Verify(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "I8: ") {
 		t.Fatalf("Verify with a linked leaf in the free pool: %v, want an I8 corruption", err)
