@@ -46,9 +46,14 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 		return false, cur, corruptf("node %v: NODE_256 full without partial key %#02x", n.addr, s.enc[d.pos])
 	}
 	if cur.cached {
-		// The move publishes at the slot that led here: read it first.
-		cur, err := s.reread(ctx, cur)
-		return false, cur, err
+		// The move publishes at the slot that led here: read it first. If
+		// it still names N as this traversal read it, the read of N stands
+		// (the mark below fails if N changed since), so move on.
+		fresh, err := s.reread(ctx, cur)
+		if err != nil || fresh.sl != cur.sl {
+			return false, fresh, err
+		}
+		cur = fresh
 	}
 	if n.rev&revMoving != 0 {
 		// A header split or another move of N is under way: wait for it

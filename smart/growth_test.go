@@ -1681,3 +1681,52 @@ func TestNodeGrowthCrash(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveThroughCachedSlot: an insert that finds a full node through a
+// cached parent slot moves it after reading that slot again, without
+// reading the node a second time: one READ of the node, one of the slot,
+// and the move's five round trips (docs/smart-node-growth.md), node, parent
+// and leaf sharing the one memory node. Each insert starts from a cache
+// refreshed by a search, and the move is the insert that allocates a
+// NODE_16 and a leaf.
+func TestMoveThroughCachedSlot(t *testing.T) {
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cn := p.NewComputeNode()
+	tr := openGrowth(t, cn, smart.Options{})
+	ctx := t.Context()
+	key := func(x byte) []byte { return []byte{0xaa, 0xbb, x, 0, 0, 0, 0, 0} }
+	const moveAlloc = 192 + 48 // a NODE_16 (16 + 16 × 8 bytes, 64-byte aligned) and a 48-byte leaf
+	moves := 0
+	for x := range byte(8) {
+		if _, _, err := tr.Get(ctx, key(0)); err != nil {
+			t.Fatal(err)
+		}
+		before := cn.Stats()
+		if err := tr.Put(ctx, key(x), []byte{x}); err != nil {
+			t.Fatal(err)
+		}
+		d := cn.Stats().Sub(before)
+		if d.AllocBytes != moveAlloc {
+			continue
+		}
+		moves++
+		if d.RoundTrips != 7 {
+			t.Errorf("the insert of %x that moved its node took %d round trips (%v), want 7", key(x), d.RoundTrips, d)
+		}
+	}
+	if moves != 1 {
+		t.Fatalf("%d inserts allocated a NODE_16 and a leaf, want 1", moves)
+	}
+	for x := range byte(8) {
+		if v, ok, err := tr.Get(ctx, key(x)); err != nil || !ok || !bytes.Equal(v, []byte{x}) {
+			t.Fatalf("Get(%x) = %x, %v, %v", key(x), v, ok, err)
+		}
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
