@@ -249,3 +249,58 @@ func commonPrefix(p string, k []byte) int {
 	}
 	return i
 }
+
+// next returns the entry after the cached e in prefix order, wrapping
+// around to the first: the order the CLOCK hand sweeps. An entry held at an
+// inner position comes before the entries below it.
+func (t *artTree) next(e *Entry) *Entry {
+	n := &e.leaf
+	if n.kind == kindHeld {
+		return firstEntry(n.parent.childFrom(0))
+	}
+	for n.parent != nil {
+		if c := n.parent.childFrom(int(n.edge) + 1); c != nil {
+			return firstEntry(c)
+		}
+		n = n.parent
+	}
+	return firstEntry(t.root)
+}
+
+// firstEntry returns the first entry at or below n in prefix order.
+func firstEntry(n *node) *Entry {
+	for {
+		if e := n.value(); e != nil {
+			return e
+		}
+		n = n.childFrom(0) // an inner node without an entry has children
+	}
+}
+
+// childFrom returns n's child under the smallest key byte ≥ b, or nil.
+func (n *node) childFrom(b int) *node {
+	switch n.kind {
+	case kind4, kind8, kind16:
+		keys, child := n.sorted()
+		for i := range int(n.n) {
+			if int(keys[i]) >= b {
+				return child[i]
+			}
+		}
+	case kind48:
+		x := n.as48()
+		for k := b; k < 256; k++ {
+			if i := x.index[k]; i != 0 {
+				return x.child[i-1]
+			}
+		}
+	case kind256:
+		x := n.as256()
+		for k := b; k < 256; k++ {
+			if x.child[k] != nil {
+				return x.child[k]
+			}
+		}
+	}
+	return nil
+}

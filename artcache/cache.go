@@ -121,22 +121,23 @@ func (c *Cache) Insert(prefix []byte, e *Entry) {
 	c.inserts++
 	if old := c.insert(prefix, e); old != nil {
 		e.setReferenced(old.referenced())
-		c.clock.remove(old)
+		if c.clock.hand == old {
+			c.clock.hand = e // e takes old's place in the order
+		}
 		c.account(old, -1)
 	}
 	c.account(e, 1)
-	// e joins the ring only after the eviction: it is not a candidate.
-	for c.size() > c.budget && c.clock.hand != nil {
-		c.drop(c.clock.victim())
+	if c.clock.hand == nil {
+		c.clock.hand = e
+	}
+	for c.size() > c.budget && c.entries > 1 {
+		c.drop(c.clock.victim(c.next, e))
 		c.evictions++
 	}
 	if c.size() > c.budget {
-		c.remove(e)
-		c.account(e, -1)
+		c.drop(e)
 		c.evictions++
-		return
 	}
-	c.clock.add(e)
 }
 
 // Invalidate removes the entry under prefix if it is still e: a reader found
@@ -174,7 +175,7 @@ func (c *Cache) size() int64 { return c.entryBytes + c.indexSize() }
 
 // drop removes the cached entry e.
 func (c *Cache) drop(e *Entry) {
-	c.clock.remove(e)
+	c.clock.leave(c.next, e)
 	c.remove(e)
 	c.account(e, -1)
 }
@@ -209,9 +210,17 @@ func (c *Cache) get(prefix []byte) *Entry {
 
 func (c *Cache) insert(prefix []byte, e *Entry) *Entry {
 	if c.hash != nil {
-		return c.hash.insert(prefix, e)
+		return c.hash.insert(prefix, e, c.clock.hand)
 	}
 	return c.art.insert(prefix, e)
+}
+
+// next returns the entry after e in the index's order, wrapping around.
+func (c *Cache) next(e *Entry) *Entry {
+	if c.hash != nil {
+		return c.hash.next(e)
+	}
+	return c.art.next(e)
 }
 
 func (c *Cache) remove(e *Entry) {

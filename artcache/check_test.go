@@ -32,27 +32,51 @@ func (c *Cache) contents(tb testing.TB) map[string]*Entry {
 	if c.size() > c.budget {
 		tb.Fatalf("cache holds %d bytes, budget %d", c.size(), c.budget)
 	}
+	// The hand's sweep visits every entry once per revolution, in prefix
+	// order for the ART.
 	ring := make(map[*Entry]bool)
-	if e := c.clock.hand; e != nil {
-		for {
-			if e.next.prev != e || e.prev.next != e || ring[e] {
-				tb.Fatalf("CLOCK ring broken at %#x", e.Addr)
+	if (c.clock.hand == nil) != (len(m) == 0) {
+		tb.Fatalf("CLOCK hand %v with %d entries", c.clock.hand, len(m))
+	}
+	var prev []byte
+	for e := c.clock.hand; e != nil; {
+		if ring[e] {
+			tb.Fatalf("CLOCK order visits %#x twice", e.Addr)
+		}
+		ring[e] = true
+		e = c.next(e)
+		if c.hash == nil && e != c.clock.hand {
+			p := prefixOf(tb, m, e)
+			if prev != nil && string(p) <= string(prev) && e != firstEntry(c.art.root) {
+				tb.Fatalf("CLOCK order: %q after %q", p, prev)
 			}
-			ring[e] = true
-			if e = e.next; e == c.clock.hand {
-				break
-			}
+			prev = p
+		}
+		if e == c.clock.hand {
+			break
 		}
 	}
 	for p, e := range m {
 		if !ring[e] {
-			tb.Fatalf("entry %q not in the CLOCK ring", p)
+			tb.Fatalf("entry %q not in the CLOCK order", p)
 		}
 	}
 	if len(ring) != len(m) {
-		tb.Fatalf("CLOCK ring has %d entries, index %d", len(ring), len(m))
+		tb.Fatalf("CLOCK order has %d entries, index %d", len(ring), len(m))
 	}
 	return m
+}
+
+// prefixOf returns the prefix under which m holds e.
+func prefixOf(tb testing.TB, m map[string]*Entry, e *Entry) []byte {
+	tb.Helper()
+	for p, x := range m {
+		if x == e {
+			return []byte(p)
+		}
+	}
+	tb.Fatalf("entry %#x not in the index", e.Addr)
+	return nil
 }
 
 // checkART verifies the tree, records its entries in m and returns the
@@ -85,7 +109,7 @@ func checkART(tb testing.TB, t *artTree, m map[string]*Entry) int64 {
 			}
 			m[string(key)] = e
 		}
-		lo := [...]int{kind4: 1, kind16: 4, kind48: shrinkAt[kind48] + 1, kind256: shrinkAt[kind256] + 1}[n.kind]
+		lo := [...]int{kind4: 1, kind8: shrinkAt[kind8] + 1, kind16: shrinkAt[kind16] + 1, kind48: shrinkAt[kind48] + 1, kind256: shrinkAt[kind256] + 1}[n.kind]
 		if int(n.n) < lo || int(n.n) > capacity[n.kind] || (e == nil && n.n < 2) {
 			tb.Fatalf("node %q of kind %d has %d children (entry %v)", key, n.kind, n.n, e != nil)
 		}
@@ -101,12 +125,9 @@ func checkART(tb testing.TB, t *artTree, m map[string]*Entry) int64 {
 			tb.Fatalf("node %q: children %x, count %d", key, bs, n.n)
 		}
 		switch n.kind {
-		case kind4:
-			x := n.as4()
-			checkUnused(tb, key, x.keys[n.n:], x.child[n.n:])
-		case kind16:
-			x := n.as16()
-			checkUnused(tb, key, x.keys[n.n:], x.child[n.n:])
+		case kind4, kind8, kind16:
+			keys, child := n.sorted()
+			checkUnused(tb, key, keys[n.n:], child[n.n:])
 		case kind48:
 			used := 0
 			for _, c := range n.as48().child {
@@ -137,9 +158,13 @@ func checkHash(tb testing.TB, h *hashIndex, m map[string]*Entry) int64 {
 	tb.Helper()
 	var total int64
 	lens := make([]int32, len(h.lens))
-	for k, e := range h.m {
+	for k, s := range h.m {
+		e := s.e
 		if e.leaf.kind != kindHashed || e.leaf.prefix != k {
 			tb.Fatalf("entry %q does not know its key", k)
+		}
+		if s.next.prev != s || s.prev.next != s {
+			tb.Fatalf("entry %q: ring broken", k)
 		}
 		if len(k) >= len(lens) {
 			tb.Fatalf("entry %q is longer than the length table", k)

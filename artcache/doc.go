@@ -8,8 +8,8 @@
 //
 // # Index
 //
-// Entries are indexed by a local adaptive radix tree: inner nodes of four
-// kinds (4 and 16 sorted keys, 48 behind a byte index, 256 direct) that grow
+// Entries are indexed by a local adaptive radix tree: inner nodes of five
+// kinds (4, 8 and 16 sorted keys, 48 behind a byte index, 256 direct) that grow
 // and shrink with their child count, and path compression, so a byte shared
 // by many prefixes is stored once. Node prefixes are prefixes of their
 // descendants' prefixes, so entries live both at leaves (the Entry is the
@@ -28,24 +28,28 @@
 // that the two fill one of the Go allocator's size classes), every inner
 // node of the ART (its struct size by kind) and every stored prefix byte
 // (each node's compressed path). The hash index instead counts, per entry,
-// a map slot and the entry's full prefix. On 64-bit platforms an Entry is
-// 64 bytes before its slot words (a node of 15 slots: 192 bytes in all), an
-// inner node 80 (node4), 184 (node16), 680 (node48) or 2088 (node256) bytes
-// and a map slot 32 bytes. Fixed per-cache overhead and the allocator's
-// rounding of inner nodes are not counted. Insert evicts until Bytes is
-// within Options.Bytes, and an empty cache accounts 0 bytes.
+// a map slot, its ring links and the entry's full prefix. On 64-bit
+// platforms an Entry is 48 bytes before its slot words (a node of 15
+// slots: 176 bytes in all), an inner node 80 (node4), 112 (node8), 184
+// (node16), 680 (node48) or 2088 (node256) bytes and a hash slot 56 bytes. Fixed
+// per-cache overhead and the allocator's rounding of inner nodes are not
+// counted. Insert evicts until Bytes is within Options.Bytes, and an empty
+// cache accounts 0 bytes.
 //
 // For the prefixes of a SMART tree of e-mail keys (mean prefix 17.5 bytes)
-// the ART index costs about 30 bytes per entry and the hash index about 50,
+// the ART index costs about 30 bytes per entry and the hash index about 74,
 // so the ART cache holds more nodes under the same budget.
 //
 // # Eviction
 //
 // CLOCK: Lookup and Get set an entry's reference bit (an atomic store, under
 // the read lock); the hand evicts the first entry whose bit is clear and
-// clears the bits it passes. New entries join just behind the hand. The
-// policy is deterministic: it uses no clock, map order or random source, so
-// a simulation replays bit for bit.
+// clears the bits it passes. The hand sweeps the entries in the order the
+// index keeps them, wrapping around: prefix order in the ART (so entries
+// need no ring links of their own), insertion order in the hash index
+// (where a new entry joins just before the hand). The policy is
+// deterministic: it uses no clock, map order or random source, so a
+// simulation replays bit for bit.
 //
 // # Concurrency
 //

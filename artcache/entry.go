@@ -11,7 +11,7 @@ const MaxSlots = 256
 
 // Entry is an immutable snapshot of one remote internal node: its address
 // and its slot words, which live in the same heap allocation right after
-// the struct. The cache never changes what an entry holds, and neither may
+// the struct (48 bytes on 64-bit platforms). The cache never changes what an entry holds, and neither may
 // the caller once the entry is inserted: readers use an entry without a
 // lock, even after it was evicted.
 type Entry struct {
@@ -21,8 +21,6 @@ type Entry struct {
 	leaf node
 
 	Addr uint64 // remote address of the node
-
-	prev, next *Entry // neighbours in the CLOCK ring
 
 	// meta packs the CLOCK reference bit (bit 0, set by a hit and cleared
 	// by the hand), the number of slot words (bits 1–9) and the level
@@ -58,7 +56,7 @@ func alloc[A any]() *Entry { return &new(withSlots[A]).e }
 
 // slotRooms are the allocations NewEntry chooses from, smallest first: room
 // for so many slot words that the entry and its words fill one of the Go
-// allocator's size classes exactly (80, 96, …, 2304 bytes on 64-bit
+// allocator's size classes exactly (64, 80, …, 2304 bytes on 64-bit
 // platforms), so what an entry accounts is what it occupies.
 var slotRooms = [...]struct {
 	room int
@@ -67,12 +65,13 @@ var slotRooms = [...]struct {
 	{2, alloc[[2]uint64]}, {4, alloc[[4]uint64]}, {6, alloc[[6]uint64]}, {8, alloc[[8]uint64]},
 	{10, alloc[[10]uint64]}, {12, alloc[[12]uint64]}, {14, alloc[[14]uint64]}, {16, alloc[[16]uint64]},
 	{18, alloc[[18]uint64]}, {20, alloc[[20]uint64]}, {22, alloc[[22]uint64]}, {24, alloc[[24]uint64]},
-	{28, alloc[[28]uint64]}, {32, alloc[[32]uint64]}, {36, alloc[[36]uint64]}, {40, alloc[[40]uint64]},
-	{44, alloc[[44]uint64]}, {48, alloc[[48]uint64]}, {52, alloc[[52]uint64]}, {56, alloc[[56]uint64]},
-	{64, alloc[[64]uint64]}, {72, alloc[[72]uint64]}, {80, alloc[[80]uint64]}, {88, alloc[[88]uint64]},
-	{104, alloc[[104]uint64]}, {120, alloc[[120]uint64]}, {136, alloc[[136]uint64]},
-	{152, alloc[[152]uint64]}, {168, alloc[[168]uint64]}, {184, alloc[[184]uint64]},
-	{216, alloc[[216]uint64]}, {248, alloc[[248]uint64]}, {280, alloc[[280]uint64]},
+	{26, alloc[[26]uint64]}, {30, alloc[[30]uint64]}, {34, alloc[[34]uint64]}, {38, alloc[[38]uint64]},
+	{42, alloc[[42]uint64]}, {46, alloc[[46]uint64]}, {50, alloc[[50]uint64]}, {54, alloc[[54]uint64]},
+	{58, alloc[[58]uint64]}, {66, alloc[[66]uint64]}, {74, alloc[[74]uint64]}, {82, alloc[[82]uint64]},
+	{90, alloc[[90]uint64]}, {106, alloc[[106]uint64]}, {122, alloc[[122]uint64]},
+	{138, alloc[[138]uint64]}, {154, alloc[[154]uint64]}, {170, alloc[[170]uint64]},
+	{186, alloc[[186]uint64]}, {218, alloc[[218]uint64]}, {250, alloc[[250]uint64]},
+	{282, alloc[[282]uint64]},
 }
 
 // NewEntry returns an entry for the node at addr, level internal nodes below

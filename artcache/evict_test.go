@@ -124,7 +124,7 @@ func TestReplaceInheritsReference(t *testing.T) {
 		if !e.referenced() {
 			t.Fatal("replacement lost the reference bit")
 		}
-		if old.leaf.kind != kindNone || old.next != nil {
+		if old.leaf.kind != kindNone || c.clock.hand == old {
 			t.Fatal("replaced entry still looks cached")
 		}
 	})

@@ -17,6 +17,7 @@ const (
 	kindHeld               // an Entry stored at an inner node's position; parent is that node
 	kindLeaf               // an Entry that is itself an ART leaf
 	kind4                  // node4: up to 4 children, sorted keys
+	kind8                  // node8: up to 8 children, sorted keys
 	kind16                 // node16: up to 16 children, sorted keys
 	kind48                 // node48: up to 48 children behind a 256-byte index
 	kind256                // node256: a child pointer per byte
@@ -52,6 +53,12 @@ type node4 struct {
 	child [4]*node
 }
 
+type node8 struct {
+	inner
+	keys  [8]byte // sorted; the first n are used
+	child [8]*node
+}
+
 type node16 struct {
 	inner
 	keys  [16]byte // sorted; the first n are used
@@ -76,12 +83,13 @@ type node256 struct {
 var (
 	nodeBytes = [...]int64{
 		kind4:   int64(unsafe.Sizeof(node4{})),
+		kind8:   int64(unsafe.Sizeof(node8{})),
 		kind16:  int64(unsafe.Sizeof(node16{})),
 		kind48:  int64(unsafe.Sizeof(node48{})),
 		kind256: int64(unsafe.Sizeof(node256{})),
 	}
-	capacity = [...]int{kind4: 4, kind16: 16, kind48: 48, kind256: 256}
-	shrinkAt = [...]int{kind4: -1, kind16: 3, kind48: 12, kind256: 37}
+	capacity = [...]int{kind4: 4, kind8: 8, kind16: 16, kind48: 48, kind256: 256}
+	shrinkAt = [...]int{kind4: -1, kind8: 3, kind16: 6, kind48: 12, kind256: 37}
 )
 
 // A leaf's header is the first field of its Entry: this fails to compile
@@ -95,6 +103,7 @@ var _ = [1]struct{}{}[unsafe.Offsetof(Entry{}.leaf)]
 func (n *node) asEntry() *Entry   { return (*Entry)(unsafe.Pointer(n)) }
 func (n *node) asInner() *inner   { return (*inner)(unsafe.Pointer(n)) }
 func (n *node) as4() *node4       { return (*node4)(unsafe.Pointer(n)) }
+func (n *node) as8() *node8       { return (*node8)(unsafe.Pointer(n)) }
 func (n *node) as16() *node16     { return (*node16)(unsafe.Pointer(n)) }
 func (n *node) as48() *node48     { return (*node48)(unsafe.Pointer(n)) }
 func (n *node) as256() *node256   { return (*node256)(unsafe.Pointer(n)) }
@@ -108,6 +117,8 @@ func newInner(k kind) *node {
 	switch k {
 	case kind4:
 		n = &new(node4).node
+	case kind8:
+		n = &new(node8).node
 	case kind16:
 		n = &new(node16).node
 	case kind48:
@@ -117,6 +128,23 @@ func newInner(k kind) *node {
 	}
 	n.kind = k
 	return n
+}
+
+// sorted returns the key and child arrays of a node4, node8 or node16
+// (whose first n.n keys are sorted), or nil slices for other kinds.
+func (n *node) sorted() ([]byte, []*node) {
+	switch n.kind {
+	case kind4:
+		x := n.as4()
+		return x.keys[:], x.child[:]
+	case kind8:
+		x := n.as8()
+		return x.keys[:], x.child[:]
+	case kind16:
+		x := n.as16()
+		return x.keys[:], x.child[:]
+	}
+	return nil, nil
 }
 
 // value returns the entry whose prefix ends at n's position, or nil.
@@ -130,11 +158,11 @@ func (n *node) value() *Entry {
 // child returns n's child under b, or nil (always nil for a leaf).
 func (n *node) child(b byte) *node {
 	switch n.kind {
-	case kind4:
-		x := n.as4()
+	case kind4, kind8:
+		keys, child := n.sorted()
 		for i := range int(n.n) {
-			if x.keys[i] == b {
-				return x.child[i]
+			if keys[i] == b {
+				return child[i]
 			}
 		}
 	case kind16:
@@ -157,9 +185,9 @@ func (n *node) child(b byte) *node {
 // must exist.
 func (n *node) childRef(b byte) **node {
 	switch n.kind {
-	case kind4:
-		x := n.as4()
-		return &x.child[sortedIndex(x.keys[:n.n], b)]
+	case kind4, kind8:
+		keys, child := n.sorted()
+		return &child[sortedIndex(keys[:n.n], b)]
 	case kind16:
 		x := n.as16()
 		return &x.child[index16(&x.keys, int(n.n), b)]
@@ -174,17 +202,10 @@ func (n *node) childRef(b byte) **node {
 func (n *node) children() iter.Seq2[byte, *node] {
 	return func(yield func(byte, *node) bool) {
 		switch n.kind {
-		case kind4:
-			x := n.as4()
+		case kind4, kind8, kind16:
+			keys, child := n.sorted()
 			for i := range int(n.n) {
-				if !yield(x.keys[i], x.child[i]) {
-					return
-				}
-			}
-		case kind16:
-			x := n.as16()
-			for i := range int(n.n) {
-				if !yield(x.keys[i], x.child[i]) {
+				if !yield(keys[i], child[i]) {
 					return
 				}
 			}
@@ -209,12 +230,9 @@ func (n *node) children() iter.Seq2[byte, *node] {
 // under b.
 func (n *node) link(b byte, c *node) {
 	switch n.kind {
-	case kind4:
-		x := n.as4()
-		insertSorted(x.keys[:], x.child[:], int(n.n), b, c)
-	case kind16:
-		x := n.as16()
-		insertSorted(x.keys[:], x.child[:], int(n.n), b, c)
+	case kind4, kind8, kind16:
+		keys, child := n.sorted()
+		insertSorted(keys, child, int(n.n), b, c)
 	case kind48:
 		x := n.as48()
 		for i := range x.child {
@@ -233,12 +251,9 @@ func (n *node) link(b byte, c *node) {
 // unlink removes the child under b from the inner node n.
 func (n *node) unlink(b byte) {
 	switch n.kind {
-	case kind4:
-		x := n.as4()
-		removeSorted(x.keys[:], x.child[:], int(n.n), b)
-	case kind16:
-		x := n.as16()
-		removeSorted(x.keys[:], x.child[:], int(n.n), b)
+	case kind4, kind8, kind16:
+		keys, child := n.sorted()
+		removeSorted(keys, child, int(n.n), b)
 	case kind48:
 		x := n.as48()
 		x.child[x.index[b]-1], x.index[b] = nil, 0

@@ -134,9 +134,9 @@ func TestDeterministic(t *testing.T) {
 				}
 			}
 			var order []uint64
-			for e := c.clock.hand; e != nil; e = e.next {
-				order = append(order, e.Addr, uint64(len(e.leaf.prefix)))
-				if e.next == c.clock.hand {
+			for e := c.clock.hand; e != nil; e = c.next(e) {
+				order = append(order, e.Addr, uint64(len(e.leaf.prefix)), uint64(e.meta.Load()))
+				if c.next(e) == c.clock.hand {
 					break
 				}
 			}
@@ -170,6 +170,8 @@ func TestGrowShrink(t *testing.T) {
 		switch n := b + 1; {
 		case n <= 4:
 			want = kind4
+		case n <= 8:
+			want = kind8
 		case n <= 16:
 			want = kind16
 		case n <= 48:
@@ -192,8 +194,10 @@ func TestGrowShrink(t *testing.T) {
 		}
 		want := kind256
 		switch {
-		case n <= shrinkAt[kind16]:
+		case n <= shrinkAt[kind8]:
 			want = kind4
+		case n <= shrinkAt[kind16]:
+			want = kind8
 		case n <= shrinkAt[kind48]:
 			want = kind16
 		case n <= shrinkAt[kind256]:
@@ -236,6 +240,6 @@ func kindCounts(c *Cache) string {
 	if c.art.root != nil {
 		walk(c.art.root)
 	}
-	return fmt.Sprintf("leaves %d, node4 %d, node16 %d, node48 %d, node256 %d",
-		n[kindLeaf], n[kind4], n[kind16], n[kind48], n[kind256])
+	return fmt.Sprintf("leaves %d, node4 %d, node8 %d, node16 %d, node48 %d, node256 %d",
+		n[kindLeaf], n[kind4], n[kind8], n[kind16], n[kind48], n[kind256])
 }
