@@ -4,7 +4,6 @@ package remote
 
 import (
 	"fmt"
-	"unsafe"
 
 	"github.com/dmindex/dmindex/internal/fabric"
 )
@@ -28,9 +27,4 @@ func (s *Server) listenFabric(cfg FabricServerConfig) error {
 	s.fabricDesc = fmt.Sprintf("fabric %s endpoint on %s", e.Provider, e.Addr)
 	s.closeFabric = func() { fs.Close() }
 	return nil
-}
-
-// wordBytes views a region of words (memory outside the Go heap) as bytes.
-func wordBytes(w []uint64) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*8)
 }

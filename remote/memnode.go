@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync/atomic"
+	"unsafe"
 )
 
 // memNode is one memory node's memory: a main region and an on-chip region
@@ -77,6 +78,44 @@ func (m *memNode) apply(o *Op) {
 	case OpFAA:
 		o.Old = faaWord(r, off, o.Swap)
 	}
+}
+
+// applyOwned executes one validated verb like apply, for a caller that has
+// the node's memory to itself meanwhile (the simulator applies verbs under
+// its mutex): plain loads and stores rather than atomic ones, and a READ or
+// WRITE copies its bytes at once. Words hold their bytes in little-endian
+// order, so on a big-endian host it falls back to apply.
+func (m *memNode) applyOwned(o *Op) {
+	if !littleEndianHost {
+		m.apply(o)
+		return
+	}
+	r := m.region(o.Addr)
+	off := o.Addr.Offset()
+	switch o.Kind {
+	case OpRead:
+		copy(o.Buf, wordBytes(r)[off:])
+	case OpWrite:
+		copy(wordBytes(r)[off:], o.Buf)
+	case OpCAS:
+		p := &r[off/8]
+		if o.Old = *p; o.Old == o.Compare {
+			*p = o.Swap
+		}
+	case OpFAA:
+		p := &r[off/8]
+		o.Old = *p
+		*p += o.Swap
+	}
+}
+
+// littleEndianHost: the host stores a word's bytes in little-endian order,
+// the order of a node's memory, so that wordBytes views it as it is.
+var littleEndianHost = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// wordBytes views a region of words (memory outside the Go heap) as bytes.
+func wordBytes(w []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*8)
 }
 
 // readWords copies the bytes [off, off+len(buf)) of region r into buf, one

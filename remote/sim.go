@@ -2,8 +2,11 @@ package remote
 
 import (
 	"context"
+	"fmt"
+	"iter"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 )
@@ -15,17 +18,27 @@ import (
 // does. When it blocks (a signaled batch, an RPC, a Wait) it pushes the event
 // that will wake it and runs the agenda itself (dispatch): memory events are
 // applied on the spot, and the first wake-up event hands the token to its
-// goroutine through that goroutine's channel, after which the caller blocks on
-// its own channel. Events are ordered by (virtual time, sequence number), so
-// the same program, seed and configuration always take the same path.
+// goroutine (a runner), after which the caller waits for the token to come
+// back. Events are ordered by (virtual time, sequence number), so the same
+// program, seed and configuration always take the same path.
 //
-// Goroutines take part in three ways: those started by Pool.Go (an evStart
-// hands them the token the first time); a goroutine that calls Pool.Wait
-// while the simulation is idle starts the agenda and sleeps until it is done;
-// any other goroutine that uses a client while the simulation is idle becomes
-// an implicit participant for the duration of that call, so a test can use
-// an index from its own goroutine between simulated phases. While the
-// simulation runs, only its participants may use clients.
+// Goroutines take part in three ways: those started by Pool.Go, which run
+// as coroutines (an evStart hands them the token the first time); a
+// goroutine that calls Pool.Wait while the simulation is idle starts the
+// agenda and sleeps until it is done; any other goroutine that uses a client
+// while the simulation is idle becomes an implicit participant for the
+// duration of that call, so a test can use an index from its own goroutine
+// between simulated phases. While the simulation runs, only its participants
+// may use clients.
+//
+// The token passes to a plain goroutine (not started by Pool.Go) through a
+// channel send, and to a coroutine through the driver (drive), a goroutine
+// that resumes coroutines one after the other: a coroutine that blocks
+// yields the runner it hands the token to back to the driver, which resumes
+// it if it is a coroutine, so a hand-off between two coroutines is two
+// direct goroutine switches and no trip through the Go scheduler. A plain
+// goroutine that hands the token to a coroutine sends it to the driver,
+// starting one if none is running.
 //
 // Every field below mu is guarded by mu. A running participant holds mu while
 // it is inside the transport, never while it runs user code, and releases it
@@ -36,16 +49,19 @@ type sim struct {
 	k      simConst
 	strict bool
 
-	mu         sync.Mutex
-	clock      int64 // virtual time of the latest event, in picoseconds
-	seq        uint64
-	ev         agenda
-	rng        *rand.Rand
-	perm       []int32         // scratch for Strict line orders
-	recs       []*verbRec      // every verb record, by id
-	free       []*verbRec      // records not in flight
-	waiters    []chan struct{} // token channels, by slot: clients' and starting goroutines'
-	freeSlots  []int32         // slots of started goroutines, for reuse
+	mu    sync.Mutex
+	clock int64 // virtual time of the latest event, in picoseconds
+	seq   uint64
+	ev    agenda
+	rng   *rand.Rand
+	perm  []int32    // scratch for Strict line orders
+	recs  []*verbRec // every verb record, by id
+	free  []*verbRec // records not in flight
+	// waiters holds, by slot, the runner each evWake or evStart hands the
+	// token to: per client, the goroutine last blocked on it; per starting
+	// goroutine started by Go, its coroutine.
+	waiters    []*runner
+	freeSlots  []int32 // slots of started goroutines, for reuse
 	mns        []mnNIC
 	cns        []nic // by compute node id
 	atomicFree map[Addr]int64
@@ -53,7 +69,17 @@ type sim struct {
 
 	busy   bool // a goroutine holds the token
 	closed bool
-	enters uint64 // calls begun, to tell an idle simulation from a stuck one
+	// cur is the coroutine holding the token, nil if a plain goroutine
+	// holds it or nobody does; holder identifies the goroutine holding it
+	// (curG), 0 if nobody does or a coroutine that has not started yet.
+	// Whoever hands the token on sets them (pass).
+	cur    *runner
+	holder uintptr
+	// driving: a driver goroutine exists (drive); it takes the coroutines
+	// that plain goroutines hand the token to from driveCh.
+	driving bool
+	driveCh chan *runner
+	enters  uint64 // calls begun, to tell an idle simulation from a stuck one
 	// blocked counts goroutines waiting in block for an event to hand them
 	// the token: while there are any, a leaving implicit participant runs
 	// the agenda instead of releasing the token, so no wake-up is stranded.
@@ -66,12 +92,26 @@ type sim struct {
 	drivers []chan error // Pool.Wait calls waiting for the agenda to drain
 }
 
+// runner is a goroutine that can receive the token: a plain goroutine
+// blocks on ch; a coroutine (a goroutine started by Pool.Go, ch nil) yields
+// to the driver and is resumed by it.
+type runner struct {
+	ch chan struct{}
+	g  uintptr // the goroutine (curG), once known
+	// A coroutine's iter.Pull functions: resume runs it until it yields
+	// the runner it hands the token to, or returns (false) after handing it
+	// to exitTo.
+	resume func() (*runner, bool)
+	yield  func(*runner) bool
+	exitTo *runner
+}
+
 // simClient is the simulator's state of one Client.
 type simClient struct {
-	cn   int
-	ch   chan struct{} // receives the token
-	slot int32         // index of ch in sim.waiters
-	cpu  int64         // CPU time charged but not yet spent, in picoseconds
+	cn    int
+	plain runner // a plain goroutine's runner for calls on this client
+	slot  int32  // the client's index in sim.waiters
+	cpu   int64  // CPU time charged but not yet spent, in picoseconds
 
 	last []verbSpan // per memory node: the latest verb's access window
 
@@ -107,6 +147,7 @@ func newSimulator(p *Pool, cfg SimConfig) transport {
 		mns:        make([]mnNIC, len(p.geom)),
 		atomicFree: make(map[Addr]int64),
 		sweepAt:    1024,
+		driveCh:    make(chan *runner, 1),
 	}
 	if p.cfg.From != nil {
 		s.clock = p.cfg.From.clock
@@ -122,38 +163,105 @@ func (s *sim) push(e event) {
 
 // enter locks the simulator for a call by sc's goroutine. If the simulation
 // is idle, the caller takes the token as an implicit participant until leave.
-// If the token is taken while no goroutine started by Go is live, the caller
-// is a plain goroutine and so is the holder: it queues for the token, which
-// leave or idle hands on. Otherwise the caller is the token holder, a
-// goroutine started by Go.
+// If another goroutine holds the token, the caller is a plain goroutine: it
+// queues for the token, which the holder hands on when it next blocks,
+// leaves or ends (or idle does). Otherwise the caller is the token holder.
 func (s *sim) enter(sc *simClient) {
+	me := curG()
 	s.mu.Lock()
 	s.enters++
-	if !s.busy {
+	switch {
+	case !s.busy:
 		s.busy = true
+		s.holder = me
 		sc.outside = true
 		return
-	}
-	if s.live > 0 {
+	case s.holder == me:
 		return
 	}
 	sc.outside = true
+	sc.plain.g = me
 	s.enterq = append(s.enterq, sc)
 	s.mu.Unlock()
-	<-sc.ch
+	<-sc.plain.ch
 	s.mu.Lock()
 }
 
 // nextEnter pops the first goroutine queued in enter, which takes the token,
-// and returns its channel; nil if none is queued. Called with mu held.
-func (s *sim) nextEnter() chan struct{} {
+// and returns its runner; nil if none is queued. Called with mu held.
+func (s *sim) nextEnter() *runner {
 	if len(s.enterq) == 0 {
 		return nil
 	}
 	sc := s.enterq[0]
 	s.enterq[0] = nil
 	s.enterq = s.enterq[1:]
-	return sc.ch
+	return &sc.plain
+}
+
+// pass records that the token goes to r (nil: to nobody) and says whether
+// the caller, a plain goroutine, must start a driver for it (handOff).
+// Called with mu held by the token holder, which then unlocks and hands
+// the token on.
+func (s *sim) pass(r *runner) (start bool) {
+	s.cur, s.holder = nil, 0
+	if r == nil {
+		return false
+	}
+	s.holder = r.g
+	if r.ch != nil {
+		return false
+	}
+	s.cur = r
+	if s.driving {
+		return false
+	}
+	s.driving = true
+	return true
+}
+
+// handOff gives the token to r from a plain goroutine, without mu: through
+// r's channel, or through the driver if r is a coroutine (a new one if pass
+// said start).
+func (s *sim) handOff(r *runner, start bool) {
+	switch {
+	case r == nil:
+	case r.ch != nil:
+		r.ch <- struct{}{}
+	case start:
+		go s.drive(r)
+	default:
+		s.driveCh <- r
+	}
+}
+
+// drive resumes coroutines for as long as the token goes from one to
+// another. When a coroutine hands it to a plain goroutine or to nobody, the
+// driver waits for the next coroutine a plain goroutine hands it to; it
+// ends when no goroutine started by Go is left, so that a later one starts
+// a new driver (pass). Only one driver exists at a time: one coroutine at a
+// time holds the token and at most one is queued in driveCh.
+func (s *sim) drive(r *runner) {
+	for {
+		for r != nil && r.ch == nil {
+			next, ok := r.resume()
+			if !ok {
+				next, r.exitTo = r.exitTo, nil
+			}
+			r = next
+		}
+		if r != nil {
+			r.ch <- struct{}{}
+		}
+		s.mu.Lock()
+		if s.live == 0 {
+			s.driving = false
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		r = <-s.driveCh
+	}
 }
 
 // leave ends a call begun with enter and unlocks. An implicit participant
@@ -174,34 +282,45 @@ func (s *sim) leave(sc *simClient) {
 	default:
 		next = s.dispatch()
 	}
+	start := s.pass(next)
 	s.mu.Unlock()
-	if next != nil {
-		next <- struct{}{}
-	}
+	s.handOff(next, start)
 }
 
 // block parks the calling participant, which holds the token and mu, until
 // an event hands the token back to sc; it runs the agenda meanwhile. It
 // returns with mu held.
 func (s *sim) block(sc *simClient) {
-	next := s.dispatch()
-	if next == sc.ch {
+	self := s.cur
+	if self == nil {
+		self = &sc.plain
+		self.g = s.holder
+	}
+	s.waiters[sc.slot] = self
+	next := s.nextEnter()
+	if next == nil {
+		next = s.dispatch()
+	}
+	if next == self {
 		return // the next thing to happen is our own wake-up
 	}
+	start := s.pass(next)
 	s.blocked++
 	s.mu.Unlock()
-	if next != nil {
-		next <- struct{}{}
+	if self.ch == nil {
+		self.yield(next) // to the driver, which resumes us with the token
+	} else {
+		s.handOff(next, start)
+		<-self.ch
 	}
-	<-sc.ch
 	s.mu.Lock()
 	s.blocked--
 }
 
 // dispatch runs events in order until one hands the token to a goroutine,
-// and returns that goroutine's channel. When the agenda is empty it returns
+// and returns that goroutine's runner. When the agenda is empty it returns
 // what idle returns. Called with mu held by the token holder.
-func (s *sim) dispatch() chan struct{} {
+func (s *sim) dispatch() *runner {
 	for s.ev.len() > 0 {
 		e := s.ev.pop()
 		s.clock = e.at
@@ -215,10 +334,10 @@ func (s *sim) dispatch() chan struct{} {
 		case evWake:
 			return s.waiters[e.ref]
 		case evStart:
-			ch := s.waiters[e.ref]
+			r := s.waiters[e.ref]
 			s.waiters[e.ref] = nil
 			s.freeSlots = append(s.freeSlots, e.ref)
-			return ch
+			return r
 		}
 	}
 	return s.idle()
@@ -232,7 +351,7 @@ func (s *sim) dispatch() chan struct{} {
 // woken with ErrDeadlock (see watchFree). Every Pool.Wait returns, with
 // ErrDeadlock if goroutines started by Go are still blocked, and the token
 // goes to the next goroutine queued in enter, or is released.
-func (s *sim) idle() chan struct{} {
+func (s *sim) idle() *runner {
 	for _, sc := range s.parked {
 		if sc.outside && !sc.free {
 			sc.free = true
@@ -298,10 +417,9 @@ func (s *sim) kick() {
 	}
 	s.busy = true
 	next := s.dispatch()
+	start := s.pass(next)
 	s.mu.Unlock()
-	if next != nil {
-		next <- struct{}{}
-	}
+	s.handOff(next, start)
 }
 
 func (s *sim) exec(_ context.Context, c *Client, ops []Op, signaled bool) error {
@@ -461,45 +579,59 @@ func (s *sim) now(c *Client) time.Duration {
 	return psDur(s.clock + c.sim.cpu)
 }
 
+// spawn starts fn as a coroutine, which the driver resumes when an evStart
+// hands it the token. A panic in fn carries fn's stack, which the driver's
+// re-panic would otherwise lose.
 func (s *sim) spawn(fn func()) {
-	ch := make(chan struct{}, 1)
+	r := &runner{}
+	r.resume, _ = iter.Pull(func(yield func(*runner) bool) {
+		r.yield = yield
+		s.mu.Lock()
+		r.g = curG()
+		s.holder = r.g
+		s.mu.Unlock()
+		defer func() {
+			if p := recover(); p != nil {
+				panic(fmt.Sprintf("%v\n\ngoroutine started by Pool.Go:\n%s", p, debug.Stack()))
+			}
+		}()
+		fn()
+		r.exitTo = s.exit()
+	})
 	s.mu.Lock()
 	s.live++
-	s.push(event{at: s.clock, kind: evStart, ref: s.waiterSlot(ch)})
-	closed := s.closed
-	go func() {
-		<-ch
-		fn()
-		s.exit()
-	}()
-	if closed {
+	s.push(event{at: s.clock, kind: evStart, ref: s.waiterSlot(r)})
+	if s.closed {
 		s.kick()
 		return
 	}
 	s.mu.Unlock()
 }
 
-// waiterSlot registers a token channel and returns its slot.
-func (s *sim) waiterSlot(ch chan struct{}) int32 {
+// waiterSlot registers a runner and returns its slot.
+func (s *sim) waiterSlot(r *runner) int32 {
 	if n := len(s.freeSlots); n > 0 {
 		i := s.freeSlots[n-1]
 		s.freeSlots = s.freeSlots[:n-1]
-		s.waiters[i] = ch
+		s.waiters[i] = r
 		return i
 	}
-	s.waiters = append(s.waiters, ch)
+	s.waiters = append(s.waiters, r)
 	return int32(len(s.waiters) - 1)
 }
 
-// exit ends a goroutine started by Go: it passes the token on.
-func (s *sim) exit() {
+// exit ends a goroutine started by Go, a coroutine holding the token, and
+// returns the runner it passes the token to.
+func (s *sim) exit() *runner {
 	s.mu.Lock()
 	s.live--
-	next := s.dispatch()
-	s.mu.Unlock()
-	if next != nil {
-		next <- struct{}{}
+	next := s.nextEnter()
+	if next == nil {
+		next = s.dispatch()
 	}
+	s.pass(next)
+	s.mu.Unlock()
+	return next
 }
 
 func (s *sim) waitAll() error {
@@ -512,21 +644,20 @@ func (s *sim) waitAll() error {
 	}
 	s.busy = true
 	next := s.dispatch()
+	start := s.pass(next)
 	s.mu.Unlock()
-	if next != nil {
-		next <- struct{}{}
-	}
+	s.handOff(next, start)
 	return <-done
 }
 
 func (s *sim) newClient(c *Client) {
-	sc := &simClient{cn: c.cn.id, ch: make(chan struct{}, 1), parkIdx: -1,
+	sc := &simClient{cn: c.cn.id, plain: runner{ch: make(chan struct{}, 1)}, parkIdx: -1,
 		last: make([]verbSpan, len(s.mns))}
 	s.mu.Lock()
 	for len(s.cns) <= sc.cn {
 		s.cns = append(s.cns, nic{})
 	}
-	sc.slot = s.waiterSlot(sc.ch)
+	sc.slot = s.waiterSlot(&sc.plain)
 	c.sim = sc
 	s.mu.Unlock()
 }

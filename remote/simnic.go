@@ -266,13 +266,8 @@ func (s *sim) applyLine(v *verbRec, i int32) {
 	off := op.Addr.Offset()
 	lo := max((off/s.k.line+uint64(i))*s.k.line, off)
 	hi := min((off/s.k.line+uint64(i)+1)*s.k.line, off+uint64(v.size))
-	r := s.p.mns[op.Addr.MN()].region(op.Addr)
-	b := op.Buf[lo-off : hi-off]
-	if op.Kind == OpRead {
-		readWords(r, lo, b)
-	} else {
-		writeWords(r, lo, b)
-	}
+	part := Op{Kind: op.Kind, Addr: op.Addr.Add(lo - off), Buf: op.Buf[lo-off : hi-off]}
+	s.p.mns[op.Addr.MN()].applyOwned(&part)
 }
 
 // done completes verb v at its memory node (evDone): its effect (or last
@@ -285,7 +280,7 @@ func (s *sim) done(v *verbRec, line int32) {
 	case line >= 0:
 		s.applyLine(v, line)
 	case v.op.Kind != OpRead || v.signaled:
-		s.p.apply(v.op)
+		s.p.mns[v.op.Addr.MN()].applyOwned(v.op)
 	}
 	mn := &s.mns[v.op.Addr.MN()]
 	sc := v.sc

@@ -202,9 +202,14 @@ func (p page) route(key []byte) remote.Addr {
 // meta decodes the meta field of leaf entry e: the key and value lengths
 // (unchecked) and the stored check.
 func (g *geometry) meta(e []byte) (keyLen, valLen int, check uint64) {
-	var w [8]byte
-	copy(w[:], e[:g.metaBytes])
-	m := le.Uint64(w[:])
+	var m uint64
+	if len(e) >= 8 { // one load, masked: a byte copy would stall the load
+		m = le.Uint64(e) & (1<<(8*g.metaBytes) - 1)
+	} else {
+		var w [8]byte
+		copy(w[:], e[:g.metaBytes])
+		m = le.Uint64(w[:])
+	}
 	return int(m & (1<<g.keyBits - 1)), int(m >> g.keyBits & (1<<(g.lenBits-g.keyBits) - 1)), m >> g.lenBits
 }
 

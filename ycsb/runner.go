@@ -750,17 +750,7 @@ func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, w *write
 		err = r.put(ctx, ix, w, op.Key, value, t0)
 		app = int64(len(op.Key) + len(value))
 	case OpScan:
-		n := 0
-		for kv, e := range ix.Scan(ctx, op.Key, nil) {
-			if e != nil {
-				err = e
-				break
-			}
-			app += int64(len(kv.Key) + len(kv.Value))
-			if n++; n == op.ScanLength {
-				break
-			}
-		}
+		app, err = scan(ctx, ix, op)
 	case OpReadModifyWrite:
 		v, found, e := ix.Get(ctx, op.Key)
 		t1 := r.pool.Now()
@@ -794,6 +784,23 @@ func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, w *write
 	}
 	hs.record(op.Kind, st, r.pool.Now()-t0, st != statusError)
 	return app, err
+}
+
+// scan runs op, a scan, on ix and returns the key and value bytes it
+// returned. It is apart from exec because the variables its loop body
+// shares with exec would escape to the heap on every operation.
+func scan(ctx context.Context, ix index.Index, op Op) (app int64, err error) {
+	n := 0
+	for kv, e := range ix.Scan(ctx, op.Key, nil) {
+		if e != nil {
+			return app, e
+		}
+		app += int64(len(kv.Key) + len(kv.Value))
+		if n++; n == op.ScanLength {
+			break
+		}
+	}
+	return app, nil
 }
 
 // put writes the value of w's next write to key, in value's buffer,
