@@ -101,21 +101,23 @@ type scanner struct {
 	lo, hi   []byte
 	desc     bool // ReverseScan: the frontier is in descending key order
 	elo, ehi []byte
-	front    []entry
-	next     []entry
-	budget   int // bytes read per round
-	window   int // verbs per round
-	buf      []byte
-	tmp      []byte
-	arena    []byte // the yielded pairs' bytes (see own)
-	last     []byte // the key of the last pair yielded (resume)
+	// front is the frontier as a stack: its last entry comes first in
+	// scan order, so a round replaces the entries at its top and never
+	// moves the (often long) rest. Entries past its length are zero.
+	front  []entry
+	next   []entry // a round's results, in scan order; zero past its length
+	budget int     // bytes read per round
+	window int     // verbs per round
+	buf    []byte
+	tmp    []byte
+	arena  []byte // the yielded pairs' bytes (see own)
+	last   []byte // the key of the last pair yielded (resume)
 }
 
 // keep empties the scanner's buffers for the session's next scan and drops
 // its references to yielded pairs, paths and the caller's bounds.
 func (sc *scanner) keep() {
-	clear(sc.front[:cap(sc.front)])
-	clear(sc.next[:cap(sc.next)])
+	clear(sc.front)
 	*sc = scanner{front: sc.front[:0], next: sc.next[:0], buf: sc.buf, tmp: sc.tmp[:0],
 		elo: sc.elo[:0], ehi: sc.ehi[:0]}
 }
@@ -158,8 +160,10 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 			continue
 		}
 		done := 0
-		for done < len(sc.front) && sc.front[done].ready {
-			kv := sc.front[done].kv
+		for n := len(sc.front); n > 0 && sc.front[n-1].ready; n-- {
+			kv := sc.front[n-1].kv
+			sc.front[n-1] = entry{}
+			sc.front = sc.front[:n-1]
 			if !yield(kv, nil) {
 				return errStop
 			}
@@ -168,10 +172,6 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 			resumes = 0
 		}
 		if done > 0 {
-			// Drop the yielded entries in place: slicing them off the
-			// front would shrink the buffer's capacity, and the frontier
-			// buffers are kept for the session's next scan.
-			sc.front = sc.front[:copy(sc.front, sc.front[done:])]
 			// Streaming leaves: read further ahead. While descending to the
 			// first leaf the budget stays small.
 			sc.budget = min(sc.budget+sc.budget/4, scanMaxRound)
@@ -209,6 +209,7 @@ func (sc *scanner) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	clear(sc.front)
 	sc.front = append(sc.front[:0], entry{cur: root, root: true})
 	return nil
 }
@@ -233,6 +234,7 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 			sc.elo = appendEncoded(sc.elo[:0], sc.lo)
 		}
 		if sc.hi != nil && bytes.Compare(sc.lo, sc.hi) >= 0 {
+			clear(sc.front)
 			sc.front = sc.front[:0]
 			return nil
 		}
@@ -241,11 +243,12 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 }
 
 // round reads the first unresolved entries of the frontier in one batch and
-// resolves them.
+// resolves them: the entries from the top of the stack down to the last
+// one read are replaced by what they resolve to.
 func (sc *scanner) round(ctx context.Context) error {
 	s := sc.s
-	n, total := 0, 0
-	for i := range sc.front {
+	n, total, low := 0, 0, len(sc.front)
+	for i := len(sc.front) - 1; i >= 0; i-- {
 		e := &sc.front[i]
 		if e.ready {
 			continue
@@ -256,14 +259,12 @@ func (sc *scanner) round(ctx context.Context) error {
 		}
 		n++
 		total += m
+		low = i
 	}
 	sc.buf = grow(sc.buf, total)
 	ops := s.batch()
 	off := 0
-	for i := range sc.front {
-		if len(ops) == n {
-			break
-		}
+	for i := len(sc.front) - 1; i >= low; i-- {
 		if e := &sc.front[i]; !e.ready {
 			m := readSize(e.cur.sl)
 			ops = append(ops, remote.Read(e.cur.sl.addr(), sc.buf[off:off+m]))
@@ -274,13 +275,13 @@ func (sc *scanner) round(ctx context.Context) error {
 		return err
 	}
 	next := sc.next[:0]
-	off, done := 0, 0
-	for _, e := range sc.front {
-		if e.ready || done == n {
+	off = 0
+	for i := len(sc.front) - 1; i >= low; i-- {
+		e := sc.front[i]
+		if e.ready {
 			next = append(next, e)
 			continue
 		}
-		done++
 		m := readSize(e.cur.sl)
 		buf := sc.buf[off : off+m]
 		off += m
@@ -291,10 +292,18 @@ func (sc *scanner) round(ctx context.Context) error {
 			next, err = sc.node(ctx, next, e, buf)
 		}
 		if err != nil {
+			clear(next)
+			sc.next = next[:0]
 			return err
 		}
 	}
-	sc.front, sc.next = next, sc.front[:0]
+	clear(sc.front[low:])
+	sc.front = sc.front[:low]
+	for i := len(next) - 1; i >= 0; i-- {
+		sc.front = append(sc.front, next[i])
+	}
+	clear(next)
+	sc.next = next[:0]
 	return nil
 }
 
@@ -417,22 +426,39 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 			at[sl.partial()] = int16(i + 1)
 		}
 	}
-	for k := range 256 {
+	first, last := sc.childBounds(path)
+	for k := first; k <= last; k++ {
 		b := k
 		if sc.desc {
-			b = 255 - k
+			b = first + last - k
 		}
 		i := int(at[b]) - 1
 		if i < 0 {
 			continue
 		}
 		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
-		sc.tmp = append(append(sc.tmp[:0], path...), sl.partial())
-		if sc.overlaps(sc.tmp) {
-			next = append(next, entry{cur: cursor{addr: nodeSlotAddr(e.cur.sl.addr(), i), sl: sl, depth: len(path) + 1, node: e.cur.sl.addr()}, path: path})
-		}
+		next = append(next, entry{cur: cursor{addr: nodeSlotAddr(e.cur.sl.addr(), i), sl: sl, depth: len(path) + 1, node: e.cur.sl.addr()}, path: path})
 	}
 	return next, nil
+}
+
+// childBounds returns the partial keys b, first to last, for which some
+// encoded key starting with path+b may lie in [elo, ehi), given that one
+// starting with path may (overlaps): a bound whose encoding extends path
+// limits them by its next byte, and the upper one excludes that byte too
+// when it ends right after it (path+b then starts every key ≥ ehi).
+func (sc *scanner) childBounds(path []byte) (first, last int) {
+	first, last = 0, 255
+	if n := len(path); len(sc.elo) > n && bytes.Equal(path, sc.elo[:n]) {
+		first = int(sc.elo[n])
+	}
+	if n := len(path); sc.ehi != nil && len(sc.ehi) > n && bytes.Equal(path, sc.ehi[:n]) {
+		last = int(sc.ehi[n])
+		if len(sc.ehi) == n+1 {
+			last--
+		}
+	}
+	return first, last
 }
 
 func (sc *scanner) inRange(key []byte) bool {
