@@ -179,3 +179,49 @@ func TestSizeClasses(t *testing.T) {
 		}
 	}
 }
+
+// TestUpdateWrites: an in-place update of a value of the same length
+// writes from the value to the end of the leaf (value, padding, checksum,
+// the lock's release) and leaves the meta word and the key alone; a value
+// of another length in the same class rewrites them too (format SMARTv3).
+// Without redo records, so that the leaf's WRITE is all that is written.
+func TestUpdateWrites(t *testing.T) {
+	ctx := t.Context()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cn := p.NewComputeNode()
+	tr, err := Open(cn, Options{NoRedo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("user@example.com")
+	class := classFor(leafPayload(len(key), 40))
+	n := classBytes(class)
+	for _, c := range []struct {
+		value []byte
+		wrote int
+	}{
+		{bytes.Repeat([]byte("a"), 40), -1}, // the insert
+		{bytes.Repeat([]byte("b"), 40), n - leafKeyOff - len(key)},
+		{bytes.Repeat([]byte("c"), 39), n - leafMetaOff},
+		{bytes.Repeat([]byte("d"), 39), n - leafKeyOff - len(key)},
+	} {
+		before := cn.Stats()
+		if err := tr.Put(ctx, key, c.value); err != nil {
+			t.Fatal(err)
+		}
+		d := cn.Stats().Sub(before)
+		if v, ok, err := tr.Get(ctx, key); err != nil || !ok || !bytes.Equal(v, c.value) {
+			t.Fatalf("Get after Put(%q) = %q, %v, %v", c.value, v, ok, err)
+		}
+		if c.wrote >= 0 && (d.Writes != 1 || d.WriteBytes != uint64(c.wrote)) {
+			t.Errorf("update to a %d-byte value: %d WRITEs of %d bytes, want 1 of %d", len(c.value), d.Writes, d.WriteBytes, c.wrote)
+		}
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
