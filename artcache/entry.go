@@ -11,9 +11,9 @@ const MaxSlots = 256
 
 // Entry is an immutable snapshot of one remote internal node: its address
 // and its slot words, which live in the same heap allocation right after
-// the struct (48 bytes on 64-bit platforms). The cache never changes what an entry holds, and neither may
-// the caller once the entry is inserted: readers use an entry without a
-// lock, even after it was evicted.
+// the struct (48 bytes on 64-bit platforms). The cache never changes what
+// an entry holds, and neither may the caller once the entry is inserted:
+// readers use an entry without a lock, even after it was evicted.
 type Entry struct {
 	// leaf is the entry's place in its index: an ART leaf header when the
 	// entry is a leaf of the local ART (it must be the first field). It
@@ -87,11 +87,7 @@ func NewEntry(addr uint64, slots []uint64, level int) *Entry {
 	if len(slots) == 0 {
 		e = new(Entry)
 	} else {
-		i := 0
-		for slotRooms[i].room < len(slots) {
-			i++
-		}
-		e = slotRooms[i].new()
+		e = slotRooms[roomFor(len(slots))].new()
 	}
 	e.Addr = addr
 	e.meta.Store(uint32(len(slots))<<1 | uint32(level)<<(1+countBits))
@@ -131,11 +127,17 @@ func (e *Entry) bytes() int64 {
 	if n == 0 {
 		return entryStructBytes
 	}
+	return entryStructBytes + 8*int64(slotRooms[roomFor(n)].room)
+}
+
+// roomFor returns the index in slotRooms of the smallest room for n > 0
+// slot words.
+func roomFor(n int) int {
 	i := 0
 	for slotRooms[i].room < n {
 		i++
 	}
-	return entryStructBytes + 8*int64(slotRooms[i].room)
+	return i
 }
 
 // slot returns the index of the first non-empty slot whose partial key (low

@@ -199,6 +199,16 @@ func (s *sim) nextEnter() *runner {
 	return &sc.plain
 }
 
+// successor returns the runner that takes the token from a holder that
+// stops using it (it blocks or ends): the first goroutine queued in enter,
+// else the one the agenda wakes next. Called with mu held.
+func (s *sim) successor() *runner {
+	if r := s.nextEnter(); r != nil {
+		return r
+	}
+	return s.dispatch()
+}
+
 // pass records that the token goes to r (nil: to nobody) and says whether
 // the caller, a plain goroutine, must start a driver for it (handOff).
 // Called with mu held by the token holder, which then unlocks and hands
@@ -297,10 +307,7 @@ func (s *sim) block(sc *simClient) {
 		self.g = s.holder
 	}
 	s.waiters[sc.slot] = self
-	next := s.nextEnter()
-	if next == nil {
-		next = s.dispatch()
-	}
+	next := s.successor()
 	if next == self {
 		return // the next thing to happen is our own wake-up
 	}
@@ -625,10 +632,7 @@ func (s *sim) waiterSlot(r *runner) int32 {
 func (s *sim) exit() *runner {
 	s.mu.Lock()
 	s.live--
-	next := s.nextEnter()
-	if next == nil {
-		next = s.dispatch()
-	}
+	next := s.successor()
 	s.pass(next)
 	s.mu.Unlock()
 	return next

@@ -60,8 +60,7 @@ func newCache(opts Options) *artcache.Cache {
 }
 
 // start returns where a traversal of s.enc begins: a cached slot, or the
-// root (whose address never changes; its slot value is remembered, and a
-// stale type in it is repaired by the node read).
+// root slot with its remembered value (rememberedRoot).
 func (s *session) start(ctx context.Context) (cursor, error) {
 	t := s.t
 	if t.opts.CacheBytes >= 0 {
@@ -74,14 +73,7 @@ func (s *session) start(ctx context.Context) (cursor, error) {
 				depth: plen + 1, level: level, cached: true, node: remote.Addr(e.Addr)}, nil
 		}
 	}
-	if w := t.rootHint.Load(); w != 0 {
-		return cursor{addr: t.rootSlot, sl: slot(w)}, nil
-	}
-	cur, err := s.root(ctx)
-	if err == nil {
-		t.rootHint.Store(uint64(cur.sl))
-	}
-	return cur, err
+	return s.rememberedRoot(ctx)
 }
 
 // stale reports whether the child read through a cached slot does not point

@@ -204,17 +204,11 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 }
 
 // start puts the root slot alone in the frontier, with the value the
-// compute node last read there if it has one (the root never moves; a
-// type it switched to since is found in its header and read in full, as
-// for any node).
+// compute node last read there (session.rememberedRoot).
 func (sc *scanner) start(ctx context.Context) error {
-	root := cursor{addr: sc.s.t.rootSlot, sl: slot(sc.s.t.rootHint.Load())}
-	if root.sl == 0 {
-		var err error
-		if root, err = sc.s.root(ctx); err != nil {
-			return err
-		}
-		sc.s.t.rootHint.Store(uint64(root.sl))
+	root, err := sc.s.rememberedRoot(ctx)
+	if err != nil {
+		return err
 	}
 	clear(sc.front)
 	sc.front = append(sc.front[:0], entry{cur: root, root: true})

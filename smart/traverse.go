@@ -237,6 +237,21 @@ func (s *session) reread(ctx context.Context, cur cursor) (cursor, error) {
 	return cur, nil
 }
 
+// rememberedRoot returns a cursor at the root slot holding the value the
+// compute node last read there, and reads it if there is none: the root's
+// address never changes, and a type it switched to since is found in its
+// header by the node read.
+func (s *session) rememberedRoot(ctx context.Context) (cursor, error) {
+	if w := s.t.rootHint.Load(); w != 0 {
+		return cursor{addr: s.t.rootSlot, sl: slot(w)}, nil
+	}
+	cur, err := s.root(ctx)
+	if err == nil {
+		s.t.rootHint.Store(uint64(cur.sl))
+	}
+	return cur, err
+}
+
 // root returns a cursor at the root slot, read fresh.
 func (s *session) root(ctx context.Context) (cursor, error) {
 	w, err := s.readWord(ctx, s.t.rootSlot)

@@ -97,9 +97,9 @@ func (cfg *Config) loadKey(explicitNodes bool) LoadKey {
 // Open, CacheBytes, Keys, Records, ValueSize, MemoryNodes, ComputeNodes,
 // LoadClientsPerCN (or ClientsPerCN), NodeBytes, Mode, Sim and Seed; runs
 // from the result must have the same ones (and the same Opener) but may
-// differ in everything else. It needs the simulator or the local transport (memory nodes in this
-// process), a workload with a load phase, no traces and no crash
-// injection; it checks cfg as Run does.
+// differ in everything else. It needs the simulator or the local transport
+// (memory nodes in this process), a workload with a load phase, no traces
+// and no crash injection; it checks cfg as Run does.
 func Load(ctx context.Context, cfg Config) (*Loaded, error) {
 	explicitNodes := cfg.NodeBytes != 0
 	cfg.From = nil
