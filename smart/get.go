@@ -95,8 +95,8 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 		case st == leafTorn:
 			// Being written, or cut by a crash: a writer that died holding
 			// the lock is recovered (I9).
-			if err = s.retry(); err == nil {
-				err = s.judgeLeaf(ctx, cur.sl, s.retries)
+			if err = s.wait(); err == nil {
+				err = s.judgeLeaf(ctx, cur.sl, s.waits)
 			}
 		case (st == leafOK && s.stale(cur, v.rev)) || s.reused(cur, v.meta):
 			cur, err = s.reread(ctx, cur)
@@ -113,7 +113,7 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			if cur, err = s.reread(ctx, cur); err == nil && cur.sl == leaf {
 				var moved bool
 				if moved, err = s.unfinishedMove(ctx, cur, v.rev); err == nil && !moved {
-					err = s.judgeLeaf(ctx, leaf, s.retries)
+					err = s.judgeLeaf(ctx, leaf, s.waits)
 				}
 			}
 		case st == leafOK:

@@ -164,20 +164,20 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte, split bo
 			} else if st == leafRetired && lockOld != lockRetired {
 				// Retired under a lock: an unlink in progress, or one whose
 				// client died before or after its slot CAS (I9).
-				if err := s.recoverHeld(ctx, &s.watch, cur.sl, lockOld, s.retries); err != nil {
+				if err := s.recoverHeld(ctx, &s.watch, cur.sl, lockOld, s.waits); err != nil {
 					return 0, v, cur, err
 				}
 			}
 			cur, err = s.reread(ctx, cur)
 			return leafMoved, v, cur, err
 		case st == leafTorn:
+			// A WRITE still landing: its holder's, or under a free lock the
+			// previous holder's (I7). Wait as for a held lock.
 			if locked {
 				s.t.tornLocked.Add(1)
 				s.unlockAsync(ctx, cur.sl)
-			} else if err := s.recoverHeld(ctx, &watch, cur.sl, lockOld, attempt); err != nil {
-				return 0, v, cur, err
 			}
-			if err := s.retry(); err != nil {
+			if err := s.lockWait(ctx, &watch, cur.sl, lockOld, attempt); err != nil {
 				return 0, v, cur, err
 			}
 		case s.lost():
@@ -192,18 +192,30 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte, split bo
 			}
 			return leafOther, v, cur, nil
 		case !locked:
-			if attempt >= maxLockAttempts {
-				return 0, v, cur, fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, cur.sl.addr(), lockOld, attempt)
-			}
-			if err := s.recoverHeld(ctx, &watch, cur.sl, lockOld, attempt); err != nil {
+			if err := s.lockWait(ctx, &watch, cur.sl, lockOld, attempt); err != nil {
 				return 0, v, cur, err
 			}
-			s.c.Backoff(attempt)
-			s.touch()
 		default:
 			return leafLocked, v, cur, nil
 		}
 	}
+}
+
+// lockWait is lockLeaf's wait on its attempt-th try for the holder of the
+// lock word held (0: the lock was free but the leaf torn): past
+// maxLockAttempts the operation fails with ErrContention; otherwise the
+// holder is judged every judgeEvery attempts (recovered if dead), and the
+// session backs off.
+func (s *session) lockWait(ctx context.Context, w *registry.Watch, sl slot, held uint64, attempt int) error {
+	if attempt >= maxLockAttempts {
+		return fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, sl.addr(), held, attempt)
+	}
+	if err := s.recoverHeld(ctx, w, sl, held, attempt); err != nil {
+		return err
+	}
+	s.c.Backoff(attempt)
+	s.touch()
+	return nil
 }
 
 // lockAndRead tries to take the rear lock of the leaf sl points to and reads

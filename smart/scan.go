@@ -328,6 +328,10 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 		}
 		return next, nil
 	case st == leafTorn:
+		// Being written: read it again next round, after a wait.
+		if err := sc.s.wait(); err != nil {
+			return next, err
+		}
 		return sc.again(next, e)
 	}
 	// Retired, or born during the scan (possibly a later life of the leaf

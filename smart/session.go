@@ -39,6 +39,7 @@ type session struct {
 	entryIdx  int // the slot of entry the traversal started from
 	slotWords [256]uint64
 	retries   int      // re-reads in the current attempt
+	waits     int      // waits for other clients' changes in the current operation
 	nodeReads int      // internal nodes and slots read remotely in the current operation
 	flagWaits int      // waits for other splits in the current operation
 	flag      flagHold // the moving flag this session set, until it is cleared
@@ -71,12 +72,14 @@ type session struct {
 	putFn func(context.Context, *rdwc.Window) error
 }
 
-// maxLocalRetries bounds re-reads of one slot (stale header, torn or
-// retired leaf) before the operation restarts from the root.
+// maxLocalRetries bounds the re-reads of slots found changed (a stale
+// snapshot, a leaf moved or unlinked) in one attempt before the operation
+// restarts from the root. Re-reads that find nothing changed are waits.
 const maxLocalRetries = 32
 
-// maxLockAttempts bounds the attempts to take one leaf lock before the
-// operation fails with ErrContention.
+// maxLockAttempts bounds the attempts to take one leaf lock, and the waits
+// of one operation (session.wait), before the operation fails with
+// ErrContention: about a second of backoff in real time.
 const maxLockAttempts = 1 << 14
 
 // errRestart makes an operation restart from the root.
@@ -130,7 +133,7 @@ func (t *Tree) release(s *session) {
 		t.replace(s)
 		return
 	}
-	s.win, s.entry, s.flagWaits, s.watch = nil, nil, 0, registry.Watch{}
+	s.win, s.entry, s.flagWaits, s.waits, s.watch = nil, nil, 0, 0, registry.Watch{}
 	t.mu.Lock()
 	t.free = append(t.free, s)
 	t.mu.Unlock()
@@ -142,6 +145,30 @@ func (s *session) retry() error {
 	if s.retries > maxLocalRetries {
 		return errRestart
 	}
+	return nil
+}
+
+// wait counts one wait of the operation for another client's change in
+// progress on what it needs to read: a leaf torn by a WRITE still landing,
+// a slot that still holds a leaf or node its holder is unlinking, moving or
+// splitting. Unlike a retry (a re-read that finds something new), a wait
+// re-reads the same thing, so it backs off: the first wait of an operation
+// re-reads at once (over RDMA the change lands within a round trip), later
+// ones wait remote.Client.Backoff, as a lock waiter does. In real time a
+// holder preempted in the middle of its change keeps it in progress for as
+// long as the machine is loaded, so waits are bounded like lock attempts
+// (maxLockAttempts, about a second) rather than by the retry budget, and a
+// holder that died is judged by the caller meanwhile (judgeLeaf,
+// recoverHeld) and recovered.
+func (s *session) wait() error {
+	s.waits++
+	if s.waits > maxLockAttempts {
+		return fmt.Errorf("%w: waited %d times for another client's change to land", ErrContention, maxLockAttempts)
+	}
+	if s.waits > 1 {
+		s.c.Backoff(s.waits - 2)
+	}
+	s.touch()
 	return nil
 }
 

@@ -209,12 +209,21 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 	}
 }
 
-// reread reads cur's slot again after finding it stale.
+// reread reads cur's slot again after finding it stale. A slot that read
+// from the tree before (not from a snapshot) and holds what it held then
+// is another client's change still in progress (an unlink or a split
+// between its marks and its slot CAS): the re-read counts as a wait
+// (session.wait); a changed slot or a snapshot's counts as a retry.
 func (s *session) reread(ctx context.Context, cur cursor) (cursor, error) {
-	if err := s.retry(); err != nil {
+	w, err := s.readWord(ctx, cur.addr)
+	if err != nil {
 		return cur, err
 	}
-	w, err := s.readWord(ctx, cur.addr)
+	if slot(w) == cur.sl && !cur.cached {
+		err = s.wait()
+	} else {
+		err = s.retry()
+	}
 	if err != nil {
 		return cur, err
 	}
