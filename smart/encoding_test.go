@@ -105,6 +105,7 @@ func FuzzSlotAndHeader(f *testing.F) {
 func FuzzLeaf(f *testing.F) {
 	f.Add([]byte("k"), []byte(""), 0, byte(1))
 	f.Add([]byte("key\x00\xff"), bytes.Repeat([]byte("v"), 300), 40, byte(0x80))
+	f.Add([]byte("k"), []byte("value"), -3, byte(0x10)) // a checksum byte
 	f.Fuzz(func(t *testing.T, key, value []byte, flip int, mask byte) {
 		if len(key) == 0 || len(key) > MaxKeyLen || len(value) > 4096 {
 			return
@@ -135,8 +136,11 @@ func FuzzLeaf(f *testing.F) {
 		if mask == 0 {
 			return
 		}
-		end := leafKeyOff + len(key) + len(value)
-		pos := leafMetaOff + int(uint(flip)%uint(end-leafMetaOff))
+		// (The padding between value and checksum is not covered.)
+		pos := leafMetaOff + int(uint(flip)%uint(leafKeyOff+len(key)+len(value)-leafMetaOff))
+		if flip < 0 {
+			pos = leafSumOff(class) + int(uint(-flip)%8)
+		}
 		img[pos] ^= mask
 		want := leafTorn
 		if pos < leafMetaOff+8 && (uint64(mask)<<(8*(pos-leafMetaOff)))&^uint64(metaValidBit) == 0 {
@@ -173,5 +177,51 @@ func TestSizeClasses(t *testing.T) {
 		if got := classBytes(classFor(leafPayload(c.k, c.v))); got != c.bytes {
 			t.Errorf("a %d-byte key and %d-byte value take %d bytes, want %d", c.k, c.v, got, c.bytes)
 		}
+	}
+}
+
+// TestUpdateWrites: an in-place update of a value of the same length
+// writes from the value to the end of the leaf (value, padding, checksum,
+// the lock's release) and leaves the meta word and the key alone; a value
+// of another length in the same class rewrites them too (format SMARTv3).
+// Without redo records, so that the leaf's WRITE is all that is written.
+func TestUpdateWrites(t *testing.T) {
+	ctx := t.Context()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cn := p.NewComputeNode()
+	tr, err := Open(cn, Options{NoRedo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("user@example.com")
+	class := classFor(leafPayload(len(key), 40))
+	n := classBytes(class)
+	for _, c := range []struct {
+		value []byte
+		wrote int
+	}{
+		{bytes.Repeat([]byte("a"), 40), -1}, // the insert
+		{bytes.Repeat([]byte("b"), 40), n - leafKeyOff - len(key)},
+		{bytes.Repeat([]byte("c"), 39), n - leafMetaOff},
+		{bytes.Repeat([]byte("d"), 39), n - leafKeyOff - len(key)},
+	} {
+		before := cn.Stats()
+		if err := tr.Put(ctx, key, c.value); err != nil {
+			t.Fatal(err)
+		}
+		d := cn.Stats().Sub(before)
+		if v, ok, err := tr.Get(ctx, key); err != nil || !ok || !bytes.Equal(v, c.value) {
+			t.Fatalf("Get after Put(%q) = %q, %v, %v", c.value, v, ok, err)
+		}
+		if c.wrote >= 0 && (d.Writes != 1 || d.WriteBytes != uint64(c.wrote)) {
+			t.Errorf("update to a %d-byte value: %d WRITEs of %d bytes, want 1 of %d", len(c.value), d.Writes, d.WriteBytes, c.wrote)
+		}
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -218,8 +218,9 @@ func (h header) dropped(n int) header {
 	return makeHeader(h.depth()+n, h.nodeType(), rest[:l-n])
 }
 
-// Leaf: rev pointer, meta, checksum, key (encoded form is not stored: the
-// user key is), value, padding, and the rear lock word in the last 8 bytes.
+// Leaf: rev pointer, meta, key (encoded form is not stored: the user key
+// is), value, padding, the checksum in the last but one word, and the rear
+// lock word in the last 8 bytes.
 //
 //	meta bits  0– 7  key length (1..255)
 //	     bits  8–24  value length (0..65536)
@@ -229,8 +230,7 @@ func (h header) dropped(n int) header {
 const (
 	leafRevOff   = 0
 	leafMetaOff  = 8
-	leafSumOff   = 16
-	leafKeyOff   = 24
+	leafKeyOff   = 16
 	metaValidBit = 1 << 25
 )
 
@@ -254,7 +254,7 @@ func metaKeyLen(m uint64) int  { return int(m & 0xff) }
 func metaValLen(m uint64) int  { return int(m>>8) & 0x1ffff }
 func metaValid(m uint64) bool  { return m&metaValidBit != 0 }
 func metaClass(m uint64) int   { return int(m>>26) & 0x7f }
-func leafPayload(k, v int) int { return leafKeyOff + k + v + 8 }
+func leafPayload(k, v int) int { return leafKeyOff + k + v + 16 }
 
 // Leaf size classes (7 bits): 16-byte steps from 48 bytes (an 8-byte key
 // and value) to 256, 64-byte steps to 4 KiB, then eight steps per doubling

@@ -20,18 +20,26 @@ func leafImage(buf []byte, rev remote.Addr, key, value []byte, class int, birth 
 	return buf
 }
 
-// fillLeafData writes meta, checksum, key and value into a leaf image.
-func fillLeafData(buf, key, value []byte, class int, birth uint32) {
+// fillLeafData writes meta, key, value, zero padding and checksum into the
+// image of a leaf of class c (all but the reverse pointer and the lock
+// word), and returns the meta word.
+func fillLeafData(buf, key, value []byte, class int, birth uint32) uint64 {
 	meta := makeMeta(len(key), len(value), class, birth)
 	binary.LittleEndian.PutUint64(buf[leafMetaOff:], meta)
 	copy(buf[leafKeyOff:], key)
+	end := leafKeyOff + len(key) + len(value)
 	copy(buf[leafKeyOff+len(key):], value)
-	binary.LittleEndian.PutUint64(buf[leafSumOff:], leafChecksum(meta, buf[leafKeyOff:leafKeyOff+len(key)+len(value)]))
+	sum := leafSumOff(class)
+	clear(buf[end:sum])
+	binary.LittleEndian.PutUint64(buf[sum:], leafChecksum(meta, buf[leafKeyOff:end]))
+	return meta
 }
 
-// leafDataEnd returns the end of the data part (meta..value) of a leaf
-// holding a key of k bytes and a value of v bytes, rounded up to a word.
-func leafDataEnd(k, v int) int { return (leafKeyOff + k + v + 7) &^ 7 }
+// leafSumOff is the offset of the checksum in a leaf of class c: the word
+// before the lock word, so that the value, the padding, the checksum and
+// the lock word are one contiguous range an in-place update of the value
+// writes (the meta word and the key stay as they are).
+func leafSumOff(c int) int { return classBytes(c) - 16 }
 
 // leafChecksum covers the meta word without its valid bit, the key and the
 // value: a reader that sees a torn leaf (a writer's lines half applied)
@@ -84,7 +92,7 @@ func parseLeaf(buf []byte, class int) (leafView, leafState) {
 		return v, leafTorn
 	}
 	kv := buf[leafKeyOff : leafKeyOff+k+l]
-	if leafChecksum(v.meta, kv) != binary.LittleEndian.Uint64(buf[leafSumOff:]) {
+	if leafChecksum(v.meta, kv) != binary.LittleEndian.Uint64(buf[leafSumOff(class):]) {
 		return v, leafTorn
 	}
 	v.key, v.value = kv[:k], kv[k:]

@@ -57,33 +57,41 @@ func TestOpenNilComputeNode(t *testing.T) {
 	}
 }
 
-// TestOpenOldFormat: a tree created with the 64-byte leaf classes of format
-// SMARTv1 is refused with a clear error (ErrCorrupt naming the format),
-// and its region is left as it was.
+// TestOpenOldFormat: a tree created by an earlier format (SMARTv1: 64-byte
+// leaf classes; SMARTv2: the leaf checksum after the meta word) is refused
+// with a clear error (ErrCorrupt naming the format), and its region is left
+// as it was.
 func TestOpenOldFormat(t *testing.T) {
-	ctx := context.Background()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c := p.NewComputeNode().NewClient()
-	region, err := c.Named(ctx, "smart/smart", regionBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Write(ctx, region.Add(8), putWord(nil, formatMagicV1)); err != nil {
-		t.Fatal(err)
-	}
-	_, err = Open(p.NewComputeNode(), Options{})
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "SMARTv1") {
-		t.Fatalf("Open of a SMARTv1 tree: %v, want ErrCorrupt naming the format", err)
-	}
-	buf := make([]byte, 16)
-	if err := c.Read(ctx, region, buf); err != nil {
-		t.Fatal(err)
-	}
-	if binary.LittleEndian.Uint64(buf) != 0 || binary.LittleEndian.Uint64(buf[8:]) != formatMagicV1 {
-		t.Fatalf("the refused region changed: %x", buf)
+	for _, old := range []struct {
+		name  string
+		magic uint64
+	}{{"SMARTv1", formatMagicV1}, {"SMARTv2", formatMagicV2}} {
+		t.Run(old.name, func(t *testing.T) {
+			ctx := context.Background()
+			p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			c := p.NewComputeNode().NewClient()
+			region, err := c.Named(ctx, "smart/smart", regionBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Write(ctx, region.Add(8), putWord(nil, old.magic)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Open(p.NewComputeNode(), Options{})
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), old.name) {
+				t.Fatalf("Open of a %s tree: %v, want ErrCorrupt naming the format", old.name, err)
+			}
+			buf := make([]byte, 16)
+			if err := c.Read(ctx, region, buf); err != nil {
+				t.Fatal(err)
+			}
+			if binary.LittleEndian.Uint64(buf) != 0 || binary.LittleEndian.Uint64(buf[8:]) != old.magic {
+				t.Fatalf("the refused region changed: %x", buf)
+			}
+		})
 	}
 }

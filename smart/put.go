@@ -115,7 +115,7 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 	ctx = context.WithoutCancel(ctx)
 	value := s.value()
 	if !s.t.opts.OutOfPlaceLeaves && leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
-		return true, cur, s.writeInPlace(ctx, cur.sl, key, value, metaBirth(v.meta))
+		return true, cur, s.writeInPlace(ctx, cur.sl, key, value, v.meta)
 	}
 	return s.moveLeaf(ctx, cur, v.meta, key, value)
 }
@@ -250,34 +250,41 @@ func (s *session) unlockAsync(ctx context.Context, sl slot) {
 	_ = s.c.Post(context.WithoutCancel(ctx), ops) // a failure means the pool is closed
 }
 
-// writeInPlace writes the new value into a locked leaf and releases the
-// lock. By default one WRITE from the meta word to the end of the leaf
-// carries the data and, in its last word, the release (invariant I7: the
-// next holder validates what it reads before acting on it, and every line
-// of the WRITE has landed before that holder's READ completes).
-// Options.Release selects a second WRITE of the lock word in the same batch
-// (after every data line, by posting order) or in a third round trip.
-func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, birth uint32) error {
+// writeInPlace writes the new value into a locked leaf whose meta word was
+// old and releases the lock. By default one WRITE carries the data and, in
+// its last word, the release (invariant I7: the next holder validates what
+// it reads before acting on it, and every line of the WRITE has landed
+// before that holder's READ completes). The WRITE starts at the value when
+// the meta word stays the same (a value of the same length: the key stays
+// too), at the meta word otherwise, and ends with the checksum (the word
+// before the lock). Options.Release selects a second WRITE of the lock word
+// in the same batch (after every data line, by posting order) or in a
+// third round trip.
+func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, old uint64) error {
 	class := sl.leafClass()
 	n := classBytes(class)
-	end := leafDataEnd(len(key), len(value))
 	s.img = grow(s.img, n)
-	fillLeafData(s.img, key, value, class, birth) // the same leaf: its birth stays
-	clear(s.img[end:n])                           // padding, then the free lock word
-	a := sl.addr()
-	data := s.img[leafMetaOff:end]
+	meta := fillLeafData(s.img, key, value, class, metaBirth(old)) // the same leaf: its birth stays
+	clear(s.img[n-8:])                                             // the free lock word
+	last := n - 8
 	if s.t.opts.Release == ReleaseInWrite {
-		data = s.img[leafMetaOff:n]
+		last = n
 	}
+	from := leafMetaOff
+	if meta == old {
+		from = leafKeyOff + len(key)
+	}
+	a := sl.addr()
 	// I9: the redo record first, on the leaf's memory node, so that no byte
-	// of the leaf changes before it has landed.
-	ops, err := s.redoOps(ctx, s.batch(), a.Add(leafMetaOff), data)
+	// of the leaf changes before it has landed. It holds the whole data
+	// part, from the meta word on: recovery rebuilds the leaf from it.
+	ops, err := s.redoOps(ctx, s.batch(), a.Add(leafMetaOff), s.img[leafMetaOff:last])
 	if err != nil {
 		s.unlockAsync(ctx, sl) // nothing was written
 		return err
 	}
 	lock := leafLockAddr(sl)
-	ops = append(ops, remote.Write(a.Add(leafMetaOff), data))
+	ops = append(ops, remote.Write(a.Add(uint64(from)), s.img[from:last]))
 	switch s.t.opts.Release {
 	case ReleaseInWrite:
 		return s.doUnder(ctx, lock, ops)

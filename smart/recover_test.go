@@ -250,7 +250,7 @@ func TestStaleWriter(t *testing.T) {
 				}
 				s.c.Compute(3 * lease) // paused: no heartbeat
 				if _, holdErr = s.holding(ctx, leafLockAddr(cur.sl)); holdErr == nil {
-					writeErr = s.writeInPlace(ctx, cur.sl, k, []byte("from a"), metaBirth(v.meta))
+					writeErr = s.writeInPlace(ctx, cur.sl, k, []byte("from a"), v.meta)
 				}
 			})
 			if contended {

@@ -54,8 +54,9 @@ var _ Index = (*Tree)(nil)
 // inserter WRITEs a slot that lock-free inserters CAS) cannot open one tree.
 const (
 	regionBytes           = 64
-	formatMagic           = 0x3276_5452_414d_53 // "SMARTv2": 16-byte leaf classes
+	formatMagic           = 0x3376_5452_414d_53 // "SMARTv3": the leaf checksum before the lock word
 	formatMagicV1         = 0x3176_5452_414d_53 // "SMARTv1": 64-byte leaf classes, not readable
+	formatMagicV2         = 0x3276_5452_414d_53 // "SMARTv2": the checksum after the meta word, not readable
 	formatMagicMask       = 1<<56 - 1
 	variantLockedInternal = 1 << 56
 	variantReclaim        = 1 << 57
@@ -164,6 +165,8 @@ func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 	case old == 0 || old == want:
 	case old&formatMagicMask == formatMagicV1:
 		return fmt.Errorf("%w: the tree was created by an earlier version of this package (format SMARTv1, 64-byte leaf classes), which this one cannot read", ErrCorrupt)
+	case old&formatMagicMask == formatMagicV2:
+		return fmt.Errorf("%w: the tree was created by an earlier version of this package (format SMARTv2, the leaf checksum after the meta word), which this one cannot read", ErrCorrupt)
 	case old&formatMagicMask != formatMagic:
 		return fmt.Errorf("%w: region holds another structure (magic %#x)", ErrCorrupt, old)
 	default:

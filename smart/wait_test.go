@@ -37,7 +37,7 @@ func TestWaitForSlowHolder(t *testing.T) {
 				return s.c.Write(ctx, cur.sl.addr().Add(leafMetaOff), binary)
 			},
 			rest: func(ctx context.Context, s *session, cur cursor, v leafView) error {
-				return s.writeInPlace(ctx, cur.sl, key, mid, metaBirth(v.meta))
+				return s.writeInPlace(ctx, cur.sl, key, mid, v.meta)
 			},
 			got: func(v []byte, ok bool) bool {
 				return ok && (bytes.Equal(v, mid) || bytes.Equal(v, last))
