@@ -38,7 +38,7 @@ type moving struct {
 // to a node four times its capacity holding the new leaf in the slot after the
 // old ones. Like a normal insert it linearizes at the CAS that publishes
 // (M5). Its cost is five round trips when N, N' and the leaf share a
-// memory node; a node moves at most three times in its life.
+// memory node; a node moves at most maxMoves times in its life.
 func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
 	n := &s.node
 	cur := d.cur
@@ -440,9 +440,9 @@ func (s *session) followMove(ctx context.Context, cur cursor, revAt, wrong remot
 
 // lastSuccessor follows the forwards from the node at node, waiting for
 // each move to finish, to the node that replaced it last (node itself if
-// it never moved). A node moves at most three times.
+// it never moved). A node moves at most maxMoves times.
 func (s *session) lastSuccessor(ctx context.Context, node remote.Addr) (remote.Addr, error) {
-	for range 4 {
+	for range maxMoves + 1 {
 		if err := s.awaitMove(ctx, node); err != nil {
 			return node, err
 		}
@@ -580,14 +580,14 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 	// index: follow its forwards, reading only, and act (wait, repair) only
 	// on a chain that really leads to cur's node. Behind a slot at another
 	// index lies some other word, which must never be taken for a node.
-	// Nodes are 64-byte aligned, so a slot at another index usually gives
-	// away a base that is not; one that is, or a word that reads as a
+	// Nodes are 16-byte aligned, so a slot at an index of the other parity
+	// gives away a base that is not; one that is, or a word that reads as a
 	// forward, must still name a node of the pool before anything reads it.
 	old := remote.Addr(uint64(rev) - idx)
 	if !s.t.mayBeNode(old) {
 		return false, nil
 	}
-	var chain [4]remote.Addr // the nodes forwarded on the way (a node moves at most three times)
+	var chain [maxMoves + 1]remote.Addr // the nodes forwarded on the way
 	hops := 0
 	for n := old; n != cur.node; hops++ {
 		if hops == len(chain) {

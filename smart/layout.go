@@ -30,7 +30,7 @@ const (
 	slotAddrShift = 16
 	addrShift     = 4
 	leafAlign     = 1 << addrShift // leaves: 16-byte granularity (classBytes)
-	addrAlign     = 64             // internal nodes: a cache line
+	addrAlign     = 16             // internal nodes: their words need 8, slots encode 16
 	maxSlotMN     = 1 << 8
 	maxSlotOffset = 1 << (39 + addrShift)
 	slotFrozen    = 1 << 63
@@ -115,20 +115,35 @@ type nodeType uint8
 
 const (
 	node4   nodeType = 1
+	node16  nodeType = 3
+	node64  nodeType = 5
 	node256 nodeType = 7
 )
+
+// maxMoves is how many times a node allocated by size class moves in its
+// life at most: NODE_4 → NODE_16 → NODE_32 → NODE_64 → NODE_256 (grown).
+const maxMoves = 4
 
 func (t nodeType) capacity() int { return 1 << (t + 1) }
 
 // readBytes is how much of a node of type t one READ fetches.
 func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
 
-// grown is the type a full node of type t moves to: four times its
-// capacity (NODE_4 → NODE_16 → NODE_64 → NODE_256), so a node moves at most
-// three times in its life, and a node with 256 children has cost 84 slot
-// freezes and 84 pointer moves instead of 252 each, step by step; a node may
-// then hold up to four times the slots it uses.
-func (t nodeType) grown() nodeType { return min(t+2, node256) }
+// grown is the type a full node of type t moves to: NODE_4 → NODE_16 →
+// NODE_32 → NODE_64 → NODE_256. Small nodes and the largest grow fourfold,
+// so a node moves at most maxMoves times in its life and one that ends with
+// 256 children has cost 116 slot freezes and 116 pointer moves (252 each
+// one type at a time); NODE_32 is kept because a node two levels above
+// random keys most often ends with 10 to 25 children, for which a NODE_64
+// would leave most slots empty (docs/results/README.md, "Memory-node
+// footprint").
+func (t nodeType) grown() nodeType {
+	switch t {
+	case node4, node64:
+		return t + 2
+	}
+	return min(t+1, node256)
+}
 
 // allocBytes is the size of a node of type t allocated by size class.
 func (t nodeType) allocBytes() int { return (t.readBytes() + addrAlign - 1) &^ (addrAlign - 1) }

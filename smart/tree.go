@@ -205,7 +205,7 @@ func (t *Tree) nodeAlloc(typ nodeType) int {
 }
 
 // mayBeNode reports whether a could be the address of an internal node of
-// the tree: 64-byte aligned, on one of the pool's memory nodes, with room
+// the tree: 16-byte aligned, on one of the pool's memory nodes, with room
 // for a node's header below the memory node's end. unfinishedMove checks
 // addresses it derives from words that may not be what it hopes.
 func (t *Tree) mayBeNode(a remote.Addr) bool {
