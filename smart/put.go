@@ -276,9 +276,8 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, 
 	}
 	a := sl.addr()
 	// I9: the redo record first, on the leaf's memory node, so that no byte
-	// of the leaf changes before it has landed. It holds the whole data
-	// part, from the meta word on: recovery rebuilds the leaf from it.
-	ops, err := s.redoOps(ctx, s.batch(), a.Add(leafMetaOff), s.img[leafMetaOff:last])
+	// of the leaf changes before it has landed.
+	ops, err := s.redoOps(ctx, s.batch(), a.Add(leafMetaOff), s.redoImage(n, from))
 	if err != nil {
 		s.unlockAsync(ctx, sl) // nothing was written
 		return err
@@ -295,6 +294,34 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, 
 		ops = s.batch()
 	}
 	return s.doUnder(ctx, lock, append(ops, remote.Write(a.Add(uint64(n-8)), s.img[n-8:n])))
+}
+
+// redoImage returns the image of the redo record of an in-place update
+// whose new leaf of n bytes is in s.img and whose WRITE starts at from: the
+// meta word, then the data part from from (or from the key, if from is the
+// meta word) to the lock word, which the record leaves out. The record's
+// target is the meta word, so that a new incarnation settling it finds the
+// leaf and its class (settle), and the image always ends where the data
+// part ends (applyRedo).
+func (s *session) redoImage(n, from int) []byte {
+	if from == leafMetaOff {
+		return s.img[leafMetaOff : n-8]
+	}
+	s.redoImg = append(append(s.redoImg[:0], s.img[leafMetaOff:leafKeyOff]...), s.img[from:n-8]...)
+	return s.redoImg
+}
+
+// applyRedo applies image, from the redo record of an in-place update
+// (redoImage), to buf, the bytes of the whole leaf, and reports whether the
+// image fits the leaf.
+func applyRedo(buf, image []byte) bool {
+	n := len(buf)
+	if len(image) < 8 || len(image)-8 > n-8-leafKeyOff {
+		return false
+	}
+	copy(buf[leafMetaOff:], image[:8])
+	copy(buf[n-8-(len(image)-8):n-8], image[8:])
+	return true
 }
 
 // moveLeaf replaces a locked leaf whose new value does not fit its size

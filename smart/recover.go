@@ -295,16 +295,14 @@ func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf 
 	n := classBytes(class)
 	v, st := parseLeaf(buf, class)
 	if st == leafTorn {
-		if rec.Target == 0 {
+		if rec.Target != a.Add(leafMetaOff) || !applyRedo(buf, rec.Image) {
 			return corruptf("I9: leaf %v: torn by the dead writer %#x, which left no redo record of it", a, dead)
 		}
-		off := uint64(rec.Target - a)
-		end := min(int(off)+len(rec.Image), n-8) // the lock word stays ours
-		copy(buf[off:end], rec.Image)
 		if v, st = parseLeaf(buf, class); st == leafTorn {
 			return corruptf("I9: leaf %v: still torn after the redo record of %#x", a, dead)
 		}
-		if err := s.c.Write(ctx, a.Add(off), buf[off:end]); err != nil {
+		// The data part; the lock word stays ours.
+		if err := s.c.Write(ctx, a.Add(leafMetaOff), buf[leafMetaOff:n-8]); err != nil {
 			return err
 		}
 	}

@@ -27,6 +27,7 @@ type session struct {
 	nodeBuf [nodeAllocBytes]byte
 	leafBuf []byte
 	img     []byte
+	redoImg []byte       // the image of a redo record (redoImage)
 	lockOps [2]remote.Op // lock + read of a node (locked variant)
 	healOp  [1]remote.Op // repair of a parent slot's node type
 	staged  []byte       // images of new structure, written in one batch
