@@ -318,20 +318,8 @@ func TestCrashDuringSettle(t *testing.T) {
 	// that left the leaf torn. It reads the leaf with a bare client: a
 	// session would settle the record first.
 	tear := func(tr *Tree, cn *remote.ComputeNode, after int) bool {
-		s, err := tr.session()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.enc = appendEncoded(s.enc[:0], key)
-		cur, err := s.start(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := s.descend(ctx, s.enc, cur)
-		if err != nil || d.out != atLeaf {
-			t.Fatalf("descent to %q: %v, %v", key, d.out, err)
-		}
-		leaf := d.cur.sl
+		s, cur := leafCursor(t, tr, key)
+		leaf := cur.sl
 		tr.release(s)
 		cn.Crash(remote.Fault{After: after, Words: 2})
 		if err := tr.Put(ctx, key, want); !errors.Is(err, remote.ErrCrashed) {

@@ -130,6 +130,18 @@ func TestWaitForSlowHolder(t *testing.T) {
 // holds key. The caller releases the session.
 func lockedLeaf(t *testing.T, tr *Tree, key []byte) (*session, cursor, leafView) {
 	t.Helper()
+	s, cur := leafCursor(t, tr, key)
+	res, v, cur, err := s.lockLeaf(context.Background(), cur, key, false)
+	if err != nil || res != leafLocked {
+		t.Fatalf("lockLeaf(%q) = %v, %v", key, res, err)
+	}
+	return s, cur, v
+}
+
+// leafCursor takes a session of tr and descends with it to the leaf that
+// holds key. The caller releases the session.
+func leafCursor(t *testing.T, tr *Tree, key []byte) (*session, cursor) {
+	t.Helper()
 	ctx := context.Background()
 	s, err := tr.session()
 	if err != nil {
@@ -144,11 +156,7 @@ func lockedLeaf(t *testing.T, tr *Tree, key []byte) (*session, cursor, leafView)
 	if err != nil || d.out != atLeaf {
 		t.Fatalf("descent to %q: %v, %v", key, d.out, err)
 	}
-	res, v, cur, err := s.lockLeaf(ctx, d.cur, key, false)
-	if err != nil || res != leafLocked {
-		t.Fatalf("lockLeaf(%q) = %v, %v", key, res, err)
-	}
-	return s, cur, v
+	return s, d.cur
 }
 
 func errString(err error) string {
