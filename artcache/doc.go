@@ -24,7 +24,8 @@
 // # Memory
 //
 // Stats.Bytes is the memory the cache holds, counted exactly: every entry
-// (one allocation: the Entry struct and room for its slot words, chosen so
+// (one allocation: the Entry struct and room for its slot words and the
+// slot words of the small children it holds, Entry.WithChild, chosen so
 // that the two fill one of the Go allocator's size classes), every inner
 // node of the ART (its struct size by kind) and every stored prefix byte
 // (each node's compressed path). The hash index instead counts, per entry,

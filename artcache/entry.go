@@ -2,6 +2,7 @@ package artcache
 
 import (
 	"fmt"
+	"iter"
 	"sync/atomic"
 	"unsafe"
 )
@@ -23,8 +24,9 @@ type Entry struct {
 	Addr uint64 // remote address of the node
 
 	// meta packs the CLOCK reference bit (bit 0, set by a hit and cleared
-	// by the hand), the number of slot words (bits 1–9) and the level
-	// (bits 10–31); only the reference bit ever changes.
+	// by the hand), the number of slot words (bits 1–9), the number of
+	// words of children's slots after them (bits 10–19, WithChild) and the
+	// level (bits 20–31); only the reference bit ever changes.
 	meta atomic.Uint32
 
 	// Epoch is a caller's stamp of when the node was read (SMART: the
@@ -33,11 +35,19 @@ type Entry struct {
 }
 
 const (
-	refBit    = 1
-	countBits = 9
-	countMask = 1<<countBits - 1
-	levelMax  = 1<<(32-1-countBits) - 1
+	refBit     = 1
+	countBits  = 9
+	extraBits  = 10
+	extraShift = 1 + countBits
+	levelShift = extraShift + extraBits
+	countMask  = 1<<countBits - 1
+	extraMask  = 1<<extraBits - 1
+	levelMax   = 1<<(32-levelShift) - 1
 )
+
+// MaxChildSlots is the most slot words of one child node an entry holds
+// (WithChild).
+const MaxChildSlots = 8
 
 // entryStructBytes is the fixed part of an entry's memory, and
 // slotsOffset where its slot words start in the allocation.
@@ -71,14 +81,17 @@ var slotRooms = [...]struct {
 	{90, alloc[[90]uint64]}, {106, alloc[[106]uint64]}, {122, alloc[[122]uint64]},
 	{138, alloc[[138]uint64]}, {154, alloc[[154]uint64]}, {170, alloc[[170]uint64]},
 	{186, alloc[[186]uint64]}, {218, alloc[[218]uint64]}, {250, alloc[[250]uint64]},
-	{282, alloc[[282]uint64]},
+	{slotRoomMax, alloc[[slotRoomMax]uint64]},
 }
+
+// slotRoomMax is the largest room of slotRooms.
+const slotRoomMax = 282
 
 // NewEntry returns an entry for the node at addr, level internal nodes below
 // the root, holding a copy of slots: the node's slot words as read, up to
 // its last non-empty one (a slot past them is empty to Lookup). The entry
 // and its words are one heap allocation. It panics if slots holds more
-// than MaxSlots words or level is negative or above 4,194,303.
+// than MaxSlots words or level is negative or above 4,095.
 func NewEntry(addr uint64, slots []uint64, level int) *Entry {
 	if len(slots) > MaxSlots || level < 0 || level > levelMax {
 		panic(fmt.Sprintf("artcache: NewEntry with %d slots at level %d", len(slots), level))
@@ -90,9 +103,93 @@ func NewEntry(addr uint64, slots []uint64, level int) *Entry {
 		e = slotRooms[roomFor(len(slots))].new()
 	}
 	e.Addr = addr
-	e.meta.Store(uint32(len(slots))<<1 | uint32(level)<<(1+countBits))
+	e.meta.Store(uint32(len(slots))<<1 | uint32(level)<<levelShift)
 	copy(e.Slots(), slots)
 	return e
+}
+
+// WithChild returns a copy of e whose slot idx holds word and that also
+// holds slots, the slot words of the child node that word names (up to its
+// last non-empty one), in place of any it held for that slot: Child then
+// finds them, so that a small node costs its parent's entry a word more
+// than its slots instead of an entry of its own (its header and its place
+// in the index). The copy keeps e's address, level, epoch stamp, other
+// slots and other children; its reference bit is clear. WithChild returns
+// nil if idx is not one of e's slots, if slots is empty or longer than
+// MaxChildSlots, or if the copy would not fit the largest allocation an
+// entry has (282 words).
+func (e *Entry) WithChild(idx int, word uint64, slots []uint64) *Entry {
+	own := e.Slots()
+	if idx < 0 || idx >= len(own) || len(slots) == 0 || len(slots) > MaxChildSlots {
+		return nil
+	}
+	var buf [slotRoomMax]uint64
+	words := append(buf[:0], own...)
+	for i, kids := range e.children() {
+		if i != idx {
+			words = append(append(words, uint64(i)|uint64(len(kids))<<8), kids...)
+		}
+	}
+	if len(words)+1+len(slots) > slotRoomMax {
+		return nil
+	}
+	words[idx] = word
+	words = append(append(words, uint64(idx)|uint64(len(slots))<<8), slots...)
+	c := slotRooms[roomFor(len(words))].new()
+	c.Addr, c.Epoch = e.Addr, e.Epoch
+	extra := len(words) - len(own)
+	c.meta.Store(uint32(len(own))<<1 | uint32(extra)<<extraShift | uint32(e.Level())<<levelShift)
+	copy(c.words(), words)
+	return c
+}
+
+// Child returns the index j and the word of the first non-empty slot whose
+// partial key (low 8 bits) is b among the slots e holds for the child its
+// slot idx names (WithChild); ok is false if there is none.
+func (e *Entry) Child(idx int, b byte) (j int, word uint64, ok bool) {
+	for j, w := range e.ChildSlots(idx) {
+		if w != 0 && byte(w) == b {
+			return j, w, true
+		}
+	}
+	return 0, 0, false
+}
+
+// ChildSlots returns the slot words e holds for the child its slot idx
+// names (WithChild), nil if none. The caller must not modify them.
+func (e *Entry) ChildSlots(idx int) []uint64 {
+	for i, kids := range e.children() {
+		if i == idx {
+			return kids
+		}
+	}
+	return nil
+}
+
+// children yields the children's slot words e holds, by the index of the
+// slot of e that names each child.
+func (e *Entry) children() iter.Seq2[int, []uint64] {
+	return func(yield func(int, []uint64) bool) {
+		w := e.words()
+		for k := len(e.Slots()); k < len(w); {
+			h := w[k]
+			n := int(h >> 8 & 0xff)
+			if !yield(int(byte(h)), w[k+1:k+1+n]) {
+				return
+			}
+			k += 1 + n
+		}
+	}
+}
+
+// words returns the entry's slot words followed by its children's.
+func (e *Entry) words() []uint64 {
+	m := e.meta.Load()
+	n := m>>1&countMask + m>>extraShift&extraMask
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint64)(unsafe.Add(unsafe.Pointer(e), slotsOffset)), n)
 }
 
 // Slots returns the entry's slot words, which the caller must not modify.
@@ -106,7 +203,7 @@ func (e *Entry) Slots() []uint64 {
 
 // Level returns the number of internal nodes above the entry's node (the
 // root's is 0).
-func (e *Entry) Level() int { return int(e.meta.Load() >> (1 + countBits)) }
+func (e *Entry) Level() int { return int(e.meta.Load() >> levelShift) }
 
 // referenced reports the entry's CLOCK reference bit.
 func (e *Entry) referenced() bool { return e.meta.Load()&refBit != 0 }
@@ -123,7 +220,7 @@ func (e *Entry) setReferenced(on bool) {
 // bytes returns the memory e occupies: the struct and the room for its
 // slot words, one allocation of a size class.
 func (e *Entry) bytes() int64 {
-	n := len(e.Slots())
+	n := len(e.words())
 	if n == 0 {
 		return entryStructBytes
 	}

@@ -66,11 +66,19 @@ func (s *session) start(ctx context.Context) (cursor, error) {
 	if t.opts.CacheBytes >= 0 {
 		if e, idx, plen, ok := t.cache.Lookup(s.enc); ok {
 			t.cstats.starts.Add(1)
-			level := e.Level() + 1
-			t.cstats.levelsSaved.Add(uint64(level))
 			s.entry, s.entryPlen, s.entryIdx = e, plen, idx
-			return cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots()[idx]),
-				depth: plen + 1, level: level, cached: true, node: remote.Addr(e.Addr)}, nil
+			cur := cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots()[idx]),
+				depth: plen + 1, level: e.Level() + 1, cached: true, node: remote.Addr(e.Addr)}
+			if plen+1 < len(s.enc) {
+				// A small child kept in the entry (rememberChild).
+				if j, w, ok := e.Child(idx, s.enc[plen+1]); ok {
+					child := cur.sl.addr()
+					cur = cursor{addr: nodeSlotAddr(child, j), sl: slot(w), depth: plen + 2,
+						level: cur.level + 1, cached: true, node: child}
+				}
+			}
+			t.cstats.levelsSaved.Add(uint64(cur.level))
+			return cur, nil
 		}
 	}
 	return s.rememberedRoot(ctx)
@@ -138,6 +146,9 @@ func (s *session) remember(plen, level int) {
 	for i := range slots {
 		slots[i] = uint64(n.slots[i])
 	}
+	if s.rememberChild(plen, slots) {
+		return
+	}
 	if e, ok := t.cache.Get(prefix); ok && e.Addr == uint64(n.addr) && slices.Equal(e.Slots(), slots) {
 		return
 	}
@@ -146,15 +157,76 @@ func (s *session) remember(plen, level int) {
 	t.cache.Insert(prefix, e)
 }
 
+// rememberChild keeps the slots of the node just read (s.node, whose full
+// prefix is s.enc[:plen]) in its parent's cache entry if it is small (at
+// most artcache.MaxChildSlots slots up to its last used one, slots) and
+// has no compressed path, so that the parent is the entry under
+// s.enc[:plen-1]: a search through the parent then starts at the node's
+// slot (start). It reports whether the parent's entry holds them, and
+// drops an entry the node had of its own. Not with Options.PaperNodes,
+// whose nodes switch type in place (raiseCachedType raises only an entry's
+// own slots).
+//
+// At 4 M random keys a quarter of the keys sit under nodes of two or three
+// children one level below nodes of about 60; as entries of their own they
+// cost about 110 bytes each and did not fit a 64 MiB cache beside their
+// parents (docs/results/README.md, "The compute-node cache").
+func (s *session) rememberChild(plen int, slots []uint64) bool {
+	t, n := s.t, &s.node
+	if t.opts.PaperNodes || plen == 0 || n.h.prefixLen() != 0 || len(slots) == 0 || len(slots) > artcache.MaxChildSlots {
+		return false
+	}
+	parent := s.enc[:plen-1]
+	p, ok := t.cache.Get(parent)
+	if !ok {
+		return false
+	}
+	idx := -1
+	for i, w := range p.Slots() {
+		if sl := slot(w); sl.isChild() && !sl.isLeaf() && sl.partial() == s.enc[plen-1] && sl.addr() == n.addr {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		return false
+	}
+	if !slices.Equal(p.ChildSlots(idx), slots) {
+		c := p.WithChild(idx, p.Slots()[idx], slots)
+		if c == nil {
+			return false
+		}
+		t.cache.Insert(parent, c)
+	}
+	if own, ok := t.cache.Get(s.enc[:plen]); ok {
+		t.cache.Invalidate(s.enc[:plen], own)
+	}
+	return true
+}
+
 // rememberNew caches a NODE_4 this session just created and published, with
-// the given prefix and slots.
-func (s *session) rememberNew(prefix []byte, addr remote.Addr, level int, slots ...slot) {
-	if s.t.opts.CacheBytes < 0 {
+// the given prefix and slots, by a CAS of cur's slot to repl. A node with
+// no compressed path goes into the cache entry of the node holding cur's
+// slot, if that entry still shows the slot as the CAS found it, together
+// with the new slot word (rememberChild); otherwise it gets an entry.
+func (s *session) rememberNew(cur cursor, repl slot, prefix []byte, addr remote.Addr, level int, slots ...slot) {
+	t := s.t
+	if t.opts.CacheBytes < 0 {
 		return
 	}
 	words := s.slotWords[:len(slots)]
 	for i, sl := range slots {
 		words[i] = uint64(sl)
+	}
+	if !t.opts.PaperNodes && len(prefix) == cur.depth && cur.depth > 0 && cur.node != 0 {
+		parent := prefix[:cur.depth-1]
+		idx := int(cur.addr-cur.node-nodeSlotsOff) / 8
+		if p, ok := t.cache.Get(parent); ok && p.Addr == uint64(cur.node) && idx < len(p.Slots()) && p.Slots()[idx] == uint64(cur.sl) {
+			if c := p.WithChild(idx, uint64(repl), words); c != nil {
+				t.cache.Insert(parent, c)
+				return
+			}
+		}
 	}
 	e := artcache.NewEntry(uint64(addr), words, level)
 	e.Epoch = s.epoch

@@ -224,7 +224,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		return false, next, err
 	}
 	s.unlockAsync(ctx, cur.sl)
-	s.rememberNew(e1[:lcp], chain.final, cur.level+chain.n, chain.oldSlot, chain.newSlot)
+	s.rememberNew(cur, repl, e1[:lcp], chain.final, cur.level+chain.n, chain.oldSlot, chain.newSlot)
 	return true, cur, nil
 }
 
@@ -434,7 +434,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	// pointer, I3 M and the leaf written first), ② lower N's header and
 	// move its reverse pointer before returning (I5).
 	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), nodeAddr.Add(nodeRevOff), rev, func() error {
-		s.rememberNew(s.enc[:pos], ma, cur.level,
+		s.rememberNew(cur, nodeSlot(cur.sl.partial(), node4, ma), s.enc[:pos], ma, cur.level,
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
 		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, rev|revMoving, nodeSlotAddr(ma, 0))
 	})

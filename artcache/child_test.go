@@ -1,0 +1,88 @@
+package artcache
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestWithChild adds, replaces and looks up the slots of children kept in
+// their parent's entry, and checks what a copy keeps and what it refuses.
+func TestWithChild(t *testing.T) {
+	own := []uint64{0x100 | 'a', 0x200 | 'b', 0, 0x300 | 'c'}
+	e := NewEntry(7, own, 3)
+	e.Epoch = 42
+	kidsA := []uint64{0x1000 | 'x', 0x2000 | 'y'}
+	kidsC := []uint64{0x3000 | 'p', 0, 0x4000 | 'q', 0x5000 | 'q'}
+
+	c := e.WithChild(0, own[0], kidsA)
+	if c == nil {
+		t.Fatal("WithChild(0) = nil")
+	}
+	c = c.WithChild(3, own[3], kidsC)
+	if c == nil {
+		t.Fatal("WithChild(3) = nil")
+	}
+	if c.Addr != 7 || c.Epoch != 42 || c.Level() != 3 || !slices.Equal(c.Slots(), own) || c.referenced() {
+		t.Fatalf("copy: addr %d epoch %d level %d slots %x referenced %v", c.Addr, c.Epoch, c.Level(), c.Slots(), c.referenced())
+	}
+	if len(e.ChildSlots(0)) != 0 || len(e.words()) != len(own) {
+		t.Fatal("WithChild changed the entry it copied")
+	}
+	for _, tc := range []struct {
+		idx  int
+		b    byte
+		j    int
+		word uint64
+		ok   bool
+	}{
+		{0, 'x', 0, 0x1000 | 'x', true},
+		{0, 'y', 1, 0x2000 | 'y', true},
+		{0, 'z', 0, 0, false},
+		{1, 'x', 0, 0, false}, // slot 1 has no child slots
+		{3, 'p', 0, 0x3000 | 'p', true},
+		{3, 'q', 2, 0x4000 | 'q', true}, // the first of two
+		{3, 0, 0, 0, false},             // an empty word matches nothing
+	} {
+		j, w, ok := c.Child(tc.idx, tc.b)
+		if j != tc.j || w != tc.word || ok != tc.ok {
+			t.Errorf("Child(%d, %q) = %d, %#x, %v; want %d, %#x, %v", tc.idx, tc.b, j, w, ok, tc.j, tc.word, tc.ok)
+		}
+	}
+
+	// Replacing one child keeps the other.
+	r := c.WithChild(0, 0x900|'a', []uint64{0x6000 | 'x'})
+	if got := r.Slots(); got[0] != 0x900|'a' || !slices.Equal(got[1:], own[1:]) {
+		t.Errorf("slots after replacing slot 0: %x", got)
+	}
+	if got := r.ChildSlots(0); !slices.Equal(got, []uint64{0x6000 | 'x'}) {
+		t.Errorf("replaced child slots %x", got)
+	}
+	if got := r.ChildSlots(3); !slices.Equal(got, kidsC) {
+		t.Errorf("the other child's slots %x, want %x", got, kidsC)
+	}
+	if want := entryStructBytes + 8*int64(slotRooms[roomFor(len(own)+2+1+len(kidsC))].room); r.bytes() != want {
+		t.Errorf("bytes() = %d, want %d", r.bytes(), want)
+	}
+
+	for _, bad := range []struct {
+		idx   int
+		slots []uint64
+	}{
+		{-1, kidsA}, {len(own), kidsA}, {0, nil}, {0, make([]uint64, MaxChildSlots+1)},
+	} {
+		if e.WithChild(bad.idx, 1, bad.slots) != nil {
+			t.Errorf("WithChild(%d, %d slots) accepted", bad.idx, len(bad.slots))
+		}
+	}
+	full := NewEntry(1, make([]uint64, MaxSlots), 0)
+	for i := 0; ; i++ {
+		next := full.WithChild(i, 0, make([]uint64, MaxChildSlots))
+		if next == nil {
+			if n := len(full.words()); n+1+MaxChildSlots <= slotRoomMax {
+				t.Fatalf("WithChild refused a child with %d of %d words used", n, slotRoomMax)
+			}
+			break
+		}
+		full = next
+	}
+}
