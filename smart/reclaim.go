@@ -215,7 +215,9 @@ func (s *session) retireLeaf(sl slot) {
 func (s *session) dropUnlinked(a remote.Addr, class int) {
 	if s.t.opts.Reclaim {
 		s.t.leaves.Put(a, uint64(classBytes(class)))
+		return
 	}
+	_ = s.c.Free(a, classBytes(class)) // a failure only leaks it
 }
 
 // allocLeaf allocates a leaf of class c for a slot on memory node mn: with
