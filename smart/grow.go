@@ -8,8 +8,8 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-// A node allocated by size class that is full moves to a node four times
-// its capacity (nodeType.grown) (docs/smart-node-growth.md):
+// A node allocated by size class that is full moves to a larger one
+// (nodeType.grown: NODE_4 → 16 → 32 → 64 → 256; docs/smart-node-growth.md):
 //
 //	M1  CAS(N.rev: r → r|moving)
 //	M2  [CAS(N.slot[i]: v_i → v_i|frozen)]               until every slot is frozen
@@ -35,8 +35,8 @@ type moving struct {
 }
 
 // growNode is the insert into a full node allocated by size class: move it
-// to a node four times its capacity holding the new leaf in the slot after the
-// old ones. Like a normal insert it linearizes at the CAS that publishes
+// to a larger node (nodeType.grown) holding the new leaf in the slot after
+// the old ones. Like a normal insert it linearizes at the CAS that publishes
 // (M5). Its cost is five round trips when N, N' and the leaf share a
 // memory node; a node moves at most maxMoves times in its life.
 func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {

@@ -1042,8 +1042,8 @@ func TestNodeGrowthOptions(t *testing.T) {
 // TestNodeGrowthCrash
 
 // growthCrash is one scenario of TestNodeGrowthCrash: a node with c
-// children (full with the size classes, which grow four times: c is 4, 16
-// or 64), half of them internal nodes, and the insert of a (c+1)-th child,
+// children (full with the size classes: c is 4, 16 or 64; NODE_32 is full
+// at 32), half of them internal nodes, and the insert of a (c+1)-th child,
 // which makes it move.
 type growthCrash struct {
 	ord    remote.Ordering

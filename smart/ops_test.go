@@ -93,6 +93,7 @@ func TestStructuralChanges(t *testing.T) {
 		{"header split at first prefix byte", []string{"abcdef1", "abcdef2", "aX"}, 3, 2, nil},
 		{"two header splits of one node", []string{"abcdef1", "abcdef2", "abcX", "aY"}, 4, 3, nil},
 		{"type switch to NODE_8 (NODE_16 by size class)", []string{"xa", "xb", "xc", "xd", "xe"}, 2, 1, map[nodeType]int{node4 + 1: 1}},
+		{"type switches to NODE_32", nodeKeys(20), 2, 1, map[nodeType]int{node16 + 1: 1}},
 		{"type switches to NODE_256", nodeKeys(200), 2, 1, map[nodeType]int{node256: 1}},
 		{"prefix keys", []string{"a", "a\x00", "a\x00\x00", "a\x01", "ab"}, 0, 0, nil},
 		{"zero and 0xff bytes", []string{"\x00", "\x00\x00", "\xff", "\xff\xff", "\x01", "\x01\x01"}, 0, 0, nil},
@@ -150,8 +151,14 @@ func structuralChange(t *testing.T, keys []string, nodes, level int, types map[n
 	}
 	sh.types[root]--
 	for typ, n := range types {
-		if !paper && typ < node256 && typ%2 == 0 {
-			typ++ // by size class a node grows four times: NODE_8 becomes NODE_16
+		if !paper {
+			// By size class a node takes the first type of its growth
+			// chain that holds its children: NODE_8 becomes NODE_16.
+			c := node4
+			for c < typ {
+				c = c.grown()
+			}
+			typ = c
 		}
 		if sh.types[typ] != n {
 			t.Fatalf("%d nodes of %v, want %d (%v)", sh.types[typ], typ, n, sh.types)
