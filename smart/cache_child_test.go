@@ -14,15 +14,8 @@ import (
 // READ. With Options.PaperNodes the node keeps an entry of its own.
 func TestSmallNodeInParentEntry(t *testing.T) {
 	for _, paper := range []bool{false, true} {
-		p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cn := p.NewComputeNode()
-		tr, err := Open(cn, Options{PaperNodes: paper, NoReadDelegation: true})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tr, p := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20}, Options{PaperNodes: paper, NoReadDelegation: true})
+		cn := tr.cn
 		ctx := context.Background()
 		for _, k := range []string{"aa", "ab", "b"} {
 			if err := tr.Put(ctx, []byte(k), []byte(k)); err != nil {

@@ -13,14 +13,7 @@ import (
 // reclamation).
 func TestDropUnlinkedReused(t *testing.T) {
 	for _, reclaim := range []bool{false, true} {
-		p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr, err := Open(p.NewComputeNode(), Options{Reclaim: reclaim})
-		if err != nil {
-			t.Fatal(err)
-		}
+		tr, p := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20}, Options{Reclaim: reclaim})
 		s, err := tr.session()
 		if err != nil {
 			t.Fatal(err)

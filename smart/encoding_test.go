@@ -187,16 +187,9 @@ func TestSizeClasses(t *testing.T) {
 // Without redo records, so that the leaf's WRITE is all that is written.
 func TestUpdateWrites(t *testing.T) {
 	ctx := t.Context()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, p := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20}, Options{NoRedo: true})
 	defer p.Close()
-	cn := p.NewComputeNode()
-	tr, err := Open(cn, Options{NoRedo: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cn := tr.cn
 	key := []byte("user@example.com")
 	class := classFor(leafPayload(len(key), 40))
 	n := classBytes(class)

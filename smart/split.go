@@ -433,8 +433,9 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	// Header split: ① publish M in the parent slot (I6 flag on N's reverse
 	// pointer, I3 M and the leaf written first), ② lower N's header and
 	// move its reverse pointer before returning (I5).
-	return s.publish(ctx, cur, ops, nodeSlot(cur.sl.partial(), node4, ma), nodeAddr.Add(nodeRevOff), rev, func() error {
-		s.rememberNew(cur, nodeSlot(cur.sl.partial(), node4, ma), s.enc[:pos], ma, cur.level,
+	repl := nodeSlot(cur.sl.partial(), node4, ma)
+	return s.publish(ctx, cur, ops, repl, nodeAddr.Add(nodeRevOff), rev, func() error {
+		s.rememberNew(cur, repl, s.enc[:pos], ma, cur.level,
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
 		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, rev|revMoving, nodeSlotAddr(ma, 0))
 	})

@@ -55,8 +55,8 @@ var _ Index = (*Tree)(nil)
 const (
 	regionBytes           = 64
 	formatMagic           = 0x3376_5452_414d_53 // "SMARTv3": the leaf checksum before the lock word
-	formatMagicV1         = 0x3176_5452_414d_53 // "SMARTv1": 64-byte leaf classes, not readable
-	formatMagicV2         = 0x3276_5452_414d_53 // "SMARTv2": the checksum after the meta word, not readable
+	formatMagicV1         = 0x3176_5452_414d_53 // "SMARTv1", not readable
+	formatMagicV2         = 0x3276_5452_414d_53 // "SMARTv2", not readable
 	formatMagicMask       = 1<<56 - 1
 	variantLockedInternal = 1 << 56
 	variantReclaim        = 1 << 57
@@ -151,6 +151,13 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	return t, nil
 }
 
+// oldFormats names the formats of earlier versions of this package, which
+// Open refuses by name.
+var oldFormats = map[uint64]string{
+	formatMagicV1: "SMARTv1, 64-byte leaf classes",
+	formatMagicV2: "SMARTv2, the leaf checksum after the meta word",
+}
+
 // initRoot creates the root node if the tree is new. The root is an
 // internal node at depth 0 with no prefix whose address never changes (by
 // size class it is created as a NODE_256, which never moves); its slot in
@@ -163,10 +170,8 @@ func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 	case err != nil:
 		return err
 	case old == 0 || old == want:
-	case old&formatMagicMask == formatMagicV1:
-		return fmt.Errorf("%w: the tree was created by an earlier version of this package (format SMARTv1, 64-byte leaf classes), which this one cannot read", ErrCorrupt)
-	case old&formatMagicMask == formatMagicV2:
-		return fmt.Errorf("%w: the tree was created by an earlier version of this package (format SMARTv2, the leaf checksum after the meta word), which this one cannot read", ErrCorrupt)
+	case oldFormats[old&formatMagicMask] != "":
+		return fmt.Errorf("%w: the tree was created by an earlier version of this package (format %s), which this one cannot read", ErrCorrupt, oldFormats[old&formatMagicMask])
 	case old&formatMagicMask != formatMagic:
 		return fmt.Errorf("%w: region holds another structure (magic %#x)", ErrCorrupt, old)
 	default:

@@ -63,15 +63,8 @@ func TestWaitForSlowHolder(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 16 << 20})
-			if err != nil {
-				t.Fatal(err)
-			}
+			a, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 16 << 20}, Options{})
 			defer p.Close()
-			a, err := Open(p.NewComputeNode(), Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			b, err := Open(p.NewComputeNode(), Options{})
 			if err != nil {
 				t.Fatal(err)
