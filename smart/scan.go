@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"iter"
+	"math/bits"
 	"slices"
 
 	"github.com/dmindex/dmindex/remote"
@@ -63,7 +64,7 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[KV,
 		sc := &s.scan
 		kept := *sc
 		*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, budget: scanFirstRound, window: scanFirstWindow,
-			front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp}
+			front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill}
 		sc.elo = appendEncoded(kept.elo, lo)
 		if hi != nil {
 			sc.ehi = appendEncoded(kept.ehi, hi)
@@ -86,14 +87,20 @@ const (
 	scanArena       = 4 << 10 // bytes of yielded pairs per allocation
 )
 
-// entry is one slot of the scan frontier.
+// entry is one slot of the scan frontier, or the rest of a node's children
+// (spill > 0, see expand).
 type entry struct {
 	cur     cursor
 	path    []byte // encoded bytes above the slot's partial key (shared by siblings)
-	root    bool   // the root slot: no partial key of its own
 	kv      KV     // a leaf read and in range, ready to yield
+	retries int32
+	root    bool // the root slot: no partial key of its own
 	ready   bool
-	retries int
+	// The children of the node cur names with partial keys first..last
+	// that are not in the frontier yet: the node's slots as read, at
+	// spill-1 in the scanner's spill buffer.
+	spill       int32
+	first, last uint8
 }
 
 type scanner struct {
@@ -110,6 +117,7 @@ type scanner struct {
 	window int     // verbs per round
 	buf    []byte
 	tmp    []byte
+	spill  []byte // the slots of nodes whose children wait in the frontier (expand)
 	arena  []byte // the yielded pairs' bytes (see own)
 	last   []byte // the key of the last pair yielded (resume)
 }
@@ -119,7 +127,7 @@ type scanner struct {
 func (sc *scanner) keep() {
 	clear(sc.front)
 	*sc = scanner{front: sc.front[:0], next: sc.next[:0], buf: sc.buf, tmp: sc.tmp[:0],
-		elo: sc.elo[:0], ehi: sc.ehi[:0]}
+		spill: sc.spill[:0], elo: sc.elo[:0], ehi: sc.ehi[:0]}
 }
 
 // own copies b into the scan's arena: the caller owns the copy, and one
@@ -212,6 +220,7 @@ func (sc *scanner) start(ctx context.Context) error {
 	}
 	clear(sc.front)
 	sc.front = append(sc.front[:0], entry{cur: root, root: true})
+	sc.spill = sc.spill[:0]
 	return nil
 }
 
@@ -254,6 +263,16 @@ func (sc *scanner) round(ctx context.Context) error {
 		if e.ready {
 			continue
 		}
+		if e.spill > 0 {
+			if n == sc.window {
+				break
+			}
+			// The entries selected so far move up by what replaces entry i.
+			added := sc.expand(i) - 1
+			low += added
+			i += added + 1
+			continue
+		}
 		m := readSize(e.cur.sl)
 		if n > 0 && (total+m > sc.budget || n == sc.window) {
 			break
@@ -275,17 +294,20 @@ func (sc *scanner) round(ctx context.Context) error {
 	if err := s.do(ctx, ops); err != nil {
 		return err
 	}
+	// Resolve the entries read from the bottom of the stack up, each into
+	// its results in reverse scan order, so that they replace the entries
+	// in one copy. The buffers were laid out top down.
 	next := sc.next[:0]
-	off = 0
-	for i := len(sc.front) - 1; i >= low; i-- {
+	off = total
+	for i := low; i < len(sc.front); i++ {
 		e := sc.front[i]
 		if e.ready {
 			next = append(next, e)
 			continue
 		}
 		m := readSize(e.cur.sl)
+		off -= m
 		buf := sc.buf[off : off+m]
-		off += m
 		var err error
 		if e.cur.sl.isLeaf() {
 			next, err = sc.leaf(ctx, next, e, buf)
@@ -299,10 +321,7 @@ func (sc *scanner) round(ctx context.Context) error {
 		}
 	}
 	clear(sc.front[low:])
-	sc.front = sc.front[:low]
-	for i := len(next) - 1; i >= 0; i-- {
-		sc.front = append(sc.front, next[i])
-	}
+	sc.front = append(sc.front[:low], next...)
 	clear(next)
 	sc.next = next[:0]
 	return nil
@@ -379,7 +398,8 @@ func (sc *scanner) again(next []entry, e entry) ([]entry, error) {
 const maxScanRetries = 1 << 12
 
 // node resolves a node entry read into buf: its children that intersect the
-// range take its place in key order.
+// range take its place, appended to next in reverse scan order (the
+// frontier's stack order).
 func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) ([]entry, error) {
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
 	if h.isForwarded() {
@@ -418,33 +438,123 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 		return next, nil
 	}
 	path := sc.own(sc.tmp) // shared by the children's entries, never written again
-	// The children in key order (descending for a reverse scan): a node
-	// holds each partial key once (I2), so a table by partial key orders
-	// them without sorting.
-	var at [256]int16 // slot index + 1 of each partial key
 	for i := range e.cur.sl.nodeType().capacity() {
-		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
-		if sl.isFrozen() {
+		if slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).isFrozen() {
 			return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
-		}
-		if sl.isChild() {
-			at[sl.partial()] = int16(i + 1)
 		}
 	}
 	first, last := sc.childBounds(path)
-	for k := first; k <= last; k++ {
-		b := k
-		if sc.desc {
-			b = first + last - k
+	if first > last {
+		return next, nil
+	}
+	rest := entry{cur: e.cur, path: path, first: uint8(first), last: uint8(last)}
+	return sc.children(next, rest, buf[nodeSlotsOff:nodeSlotsOff+8*e.cur.sl.nodeType().capacity()]), nil
+}
+
+// children appends to next, in reverse scan order (the frontier's stack
+// order), the first sc.window children of rest's node with partial keys in
+// rest.first..rest.last, in scan order, taken from the node's slots as
+// read; if more remain, rest goes below them for them (spilling the slots
+// into the spill buffer unless rest.spill has them already). Taking at
+// least a round's window of entries at a time keeps the frontier what it
+// would be with every child in it, as far as a round looks: a scan that
+// stops early never builds the entries of children it does not reach.
+func (sc *scanner) children(next []entry, rest entry, slots []byte) []entry {
+	// A node holds each partial key once (I2): a table by partial key and
+	// a bitmap of the partial keys present order the children without
+	// sorting, in steps of one per child.
+	var at [256]uint8 // slot index of each partial key present
+	var present [4]uint64
+	for i := range len(slots) / 8 {
+		if sl := slot(binary.LittleEndian.Uint64(slots[8*i:])); sl.isChild() {
+			b := sl.partial()
+			at[b] = uint8(i)
+			present[b/64] |= 1 << (b % 64)
 		}
-		i := int(at[b]) - 1
-		if i < 0 {
+	}
+	keepRange(&present, int(rest.first), int(rest.last))
+	var take [scanWindow]uint8 // the partial keys taken, in scan order
+	n := 0
+	if sc.desc {
+		for w := 3; w >= 0 && n < sc.window; w-- {
+			for m := present[w]; m != 0 && n < sc.window; n++ {
+				b := 63 - bits.LeadingZeros64(m)
+				m &^= 1 << b
+				take[n] = uint8(64*w + b)
+			}
+		}
+	} else {
+		for w := 0; w < 4 && n < sc.window; w++ {
+			for m := present[w]; m != 0 && n < sc.window; n++ {
+				b := bits.TrailingZeros64(m)
+				m &= m - 1
+				take[n] = uint8(64*w + b)
+			}
+		}
+	}
+	if n == sc.window {
+		more := false
+		if sc.desc && take[n-1] > rest.first {
+			rest.last = take[n-1] - 1
+			keepRange(&present, int(rest.first), int(rest.last))
+			more = present != [4]uint64{}
+		} else if !sc.desc && take[n-1] < rest.last {
+			rest.first = take[n-1] + 1
+			keepRange(&present, int(rest.first), int(rest.last))
+			more = present != [4]uint64{}
+		}
+		if more {
+			if rest.spill == 0 {
+				rest.spill = int32(len(sc.spill)) + 1
+				sc.spill = append(sc.spill, slots...)
+			}
+			next = append(next, rest)
+		}
+	}
+	node := rest.cur.sl.addr()
+	for j := n - 1; j >= 0; j-- {
+		i := int(at[take[j]])
+		sl := slot(binary.LittleEndian.Uint64(slots[8*i:]))
+		next = append(next, entry{cur: cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: len(rest.path) + 1, node: node}, path: rest.path})
+	}
+	return next
+}
+
+// expand replaces the frontier's entry i, the rest of a node's children,
+// by the next of them (children) and returns how many entries replace it
+// (the first child in scan order is the highest). The spilled slots of a node whose
+// children are all in the frontier are dropped when they end the spill
+// buffer, as they do when every entry above rest is a plain slot.
+func (sc *scanner) expand(i int) int {
+	rest := sc.front[i]
+	from := int(rest.spill - 1)
+	slots := sc.spill[from : from+8*rest.cur.sl.nodeType().capacity()]
+	next := sc.children(sc.next[:0], rest, slots)
+	if next[0].spill != rest.spill && from+len(slots) == len(sc.spill) {
+		sc.spill = sc.spill[:from]
+	}
+	sc.front = slices.Replace(sc.front, i, i+1, next...)
+	clear(next)
+	sc.next = next[:0]
+	return len(next)
+}
+
+// keepRange clears the bits of set outside [first, last] (0 <= first <=
+// last <= 255).
+func keepRange(set *[4]uint64, first, last int) {
+	for w := range set {
+		lo, hi := 64*w, 64*w+63
+		if hi < first || lo > last {
+			set[w] = 0
 			continue
 		}
-		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
-		next = append(next, entry{cur: cursor{addr: nodeSlotAddr(e.cur.sl.addr(), i), sl: sl, depth: len(path) + 1, node: e.cur.sl.addr()}, path: path})
+		if first > lo {
+			set[w] &^= 1<<(first-lo) - 1
+		}
+		if last < hi {
+			set[w] &= 1<<(last-lo+1) - 1
+		}
 	}
-	return next, nil
 }
 
 // childBounds returns the partial keys b, first to last, for which some

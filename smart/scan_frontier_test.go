@@ -1,0 +1,135 @@
+package smart
+
+import (
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// TestKeepRange checks keepRange against a bit-by-bit definition for every
+// range.
+func TestKeepRange(t *testing.T) {
+	all := [4]uint64{^uint64(0), 0x5555_5555_5555_5555, 1 << 63, ^uint64(0) >> 1}
+	for first := range 256 {
+		for last := first; last < 256; last++ {
+			got := all
+			keepRange(&got, first, last)
+			var want [4]uint64
+			for b := first; b <= last; b++ {
+				want[b/64] |= all[b/64] & (1 << (b % 64))
+			}
+			if got != want {
+				t.Fatalf("keepRange(%x, %d, %d) = %x, want %x", all, first, last, got, want)
+			}
+		}
+	}
+}
+
+// TestScanChildrenLazily: the children of a node enter the frontier a
+// round's window at a time (scanner.children, then scanner.expand), and
+// together they are every child in the range, in scan order, each once.
+// The slots of a node whose children are all out are dropped from the
+// spill buffer. Random nodes, ranges and windows against a sorted list.
+func TestScanChildrenLazily(t *testing.T) {
+	r := rand.New(rand.NewPCG(testseed.Seed(t), 0))
+	node := remote.MakeAddr(0, 4096)
+	for range 2000 {
+		typ := nodeType(r.IntN(int(node256-node4)+1)) + node4
+		slots := make([]byte, 8*typ.capacity())
+		var partials []int
+		for i, b := range r.Perm(256)[:r.IntN(typ.capacity()+1)] {
+			sl := leafSlot(byte(b), 0, remote.MakeAddr(1, uint64(16*(i+1))))
+			if r.IntN(2) == 0 {
+				sl = nodeSlot(byte(b), node4, remote.MakeAddr(1, uint64(16*(i+1))))
+			}
+			binary.LittleEndian.PutUint64(slots[8*i:], uint64(sl))
+			partials = append(partials, b)
+		}
+		first := r.IntN(256)
+		last := first + r.IntN(256-first)
+		desc := r.IntN(2) == 0
+		window := 1 + r.IntN(scanWindow)
+		var want []byte
+		for _, b := range partials {
+			if first <= b && b <= last {
+				want = append(want, byte(b))
+			}
+		}
+		slices.Sort(want)
+		if desc {
+			slices.Reverse(want)
+		}
+
+		sc := &scanner{desc: desc, window: window}
+		rest := entry{cur: cursor{sl: nodeSlot(7, typ, node)}, path: []byte{7}, first: uint8(first), last: uint8(last)}
+		sc.front = sc.children(nil, rest, slots)
+		var got []byte
+		for len(sc.front) > 0 {
+			top := len(sc.front) - 1
+			if sc.front[top].spill > 0 {
+				if n := sc.expand(top); n > window+1 {
+					t.Fatalf("expand put %d entries in the frontier, want at most a window (%d) and the rest", n, window)
+				}
+				continue
+			}
+			e := sc.front[top]
+			sc.front = sc.front[:top]
+			if e.cur.node != node || e.cur.depth != 2 || len(e.path) != 1 {
+				t.Fatalf("child entry %+v, path %v: want node %v, depth 2 and the node's path", e.cur, e.path, node)
+			}
+			if i := slices.Index(partials, int(e.cur.sl.partial())); uint64(e.cur.sl) != binary.LittleEndian.Uint64(slots[8*i:]) || e.cur.addr != nodeSlotAddr(node, i) {
+				t.Fatalf("child entry %+v does not hold slot %d", e.cur, i)
+			}
+			got = append(got, e.cur.sl.partial())
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("%v children %d..%d (desc %v, window %d): got %v, want %v", typ, first, last, desc, window, got, want)
+		}
+		if len(sc.spill) != 0 {
+			t.Fatalf("%d spilled bytes left once every child was out", len(sc.spill))
+		}
+	}
+}
+
+// TestScanSpillBounded: a full scan of a tree of many keys keeps the slots
+// of the nodes it read in its last rounds spilled, not those of every node
+// with more children than a window (256 NODE_256s of 2 KB here).
+func TestScanSpillBounded(t *testing.T) {
+	ctx := t.Context()
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: 64 << 20}, Options{})
+	r := rand.New(rand.NewPCG(1, 2))
+	const keys = 50_000
+	for range keys {
+		k := binary.BigEndian.AppendUint64(nil, r.Uint64())
+		if err := tr.Put(ctx, k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, desc := range []bool{false, true} {
+		n := 0
+		for _, err := range tr.scan(ctx, nil, nil, desc) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+		if n != keys {
+			t.Fatalf("scan (desc %v) yielded %d pairs, want %d", desc, n, keys)
+		}
+		s, err := tr.session()
+		if err != nil {
+			t.Fatal(err)
+		}
+		spilled := cap(s.scan.spill)
+		tr.release(s)
+		// A round reads at most scanMaxRound bytes of nodes; append may
+		// double the buffer once more.
+		if limit := 2 * scanMaxRound; spilled > limit {
+			t.Errorf("scan (desc %v) spilled up to %d bytes, want at most %d", desc, spilled, limit)
+		}
+	}
+}
