@@ -88,19 +88,35 @@ const (
 )
 
 // entry is one slot of the scan frontier, or the rest of a node's children
-// (spill > 0, see expand).
+// (spill > 0, see children and expand).
 type entry struct {
 	cur     cursor
 	path    []byte // encoded bytes above the slot's partial key (shared by siblings)
-	kv      KV     // a leaf read and in range, ready to yield
-	retries int32
-	root    bool // the root slot: no partial key of its own
+	pair    []byte // ready: the key and the value of a leaf read and in range
+	keyLen  uint8  // of pair
 	ready   bool
-	// The children of the node cur names with partial keys first..last
-	// that are not in the frontier yet: the node's slots as read, at
-	// spill-1 in the scanner's spill buffer.
-	spill       int32
-	first, last uint8
+	root    bool // the root slot: no partial key of its own
+	retries int32
+	// The children of the node cur names that are not in the frontier
+	// yet: the node's slots as read are at spill-1 in the scanner's spill
+	// buffer, followed by the slot indexes of its children in scan order,
+	// of which the first took are in the frontier and the next left not.
+	spill      int32
+	took, left uint16
+}
+
+// readyWith makes e ready to yield the pair of leaf v, copied into the
+// scan's arena.
+func (e *entry) readyWith(sc *scanner, v leafView) {
+	e.pair = sc.own(v.key[:len(v.key)+len(v.value)]) // the value follows the key
+	e.keyLen = uint8(len(v.key))
+	e.ready = true
+}
+
+// kv returns the pair of a ready entry.
+func (e *entry) kv() KV {
+	k := int(e.keyLen)
+	return KV{Key: e.pair[:k:k], Value: e.pair[k:]}
 }
 
 type scanner struct {
@@ -169,7 +185,7 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 		}
 		done := 0
 		for n := len(sc.front); n > 0 && sc.front[n-1].ready; n-- {
-			kv := sc.front[n-1].kv
+			kv := sc.front[n-1].kv()
 			sc.front[n-1] = entry{}
 			sc.front = sc.front[:n-1]
 			if !yield(kv, nil) {
@@ -341,8 +357,7 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 	switch {
 	case st == leafOK && !sc.s.reused(e.cur, v.meta):
 		if sc.inRange(v.key) {
-			e.kv = KV{Key: sc.own(v.key), Value: sc.own(v.value)}
-			e.ready = true
+			e.readyWith(sc, v)
 			next = append(next, e)
 		}
 		return next, nil
@@ -372,8 +387,7 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) 
 			return sc.again(next, e)
 		}
 		if sc.inRange(v.key) {
-			e.kv = KV{Key: sc.own(v.key), Value: sc.own(v.value)}
-			e.ready = true
+			e.readyWith(sc, v)
 			next = append(next, e)
 		}
 		return next, nil
@@ -438,82 +452,104 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 		return next, nil
 	}
 	path := sc.own(sc.tmp) // shared by the children's entries, never written again
-	for i := range e.cur.sl.nodeType().capacity() {
-		if slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).isFrozen() {
-			return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
-		}
-	}
+	slots := buf[nodeSlotsOff : nodeSlotsOff+8*e.cur.sl.nodeType().capacity()]
 	first, last := sc.childBounds(path)
-	if first > last {
-		return next, nil
+	var order [256]uint8
+	n, frozen := childOrder(slots, first, last, sc.desc, &order)
+	if frozen {
+		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
 	}
-	rest := entry{cur: e.cur, path: path, first: uint8(first), last: uint8(last)}
-	return sc.children(next, rest, buf[nodeSlotsOff:nodeSlotsOff+8*e.cur.sl.nodeType().capacity()]), nil
+	return sc.children(next, entry{cur: e.cur, path: path}, slots, order[:n]), nil
 }
 
-// children appends to next, in reverse scan order (the frontier's stack
-// order), the first sc.window children of rest's node with partial keys in
-// rest.first..rest.last, in scan order, taken from the node's slots as
-// read; if more remain, rest goes below them for them (spilling the slots
-// into the spill buffer unless rest.spill has them already). Taking at
-// least a round's window of entries at a time keeps the frontier what it
-// would be with every child in it, as far as a round looks: a scan that
-// stops early never builds the entries of children it does not reach.
-func (sc *scanner) children(next []entry, rest entry, slots []byte) []entry {
-	// A node holds each partial key once (I2): a table by partial key and
-	// a bitmap of the partial keys present order the children without
-	// sorting, in steps of one per child.
+// childOrder puts into order the indexes of the slots (a node's slot words)
+// that hold a child with a partial key in first..last (none if first >
+// last), in scan order (descending partial keys if desc), and returns how
+// many there are, or frozen if a slot is frozen (the node is moving). A
+// node holds each partial key once (I2): small nodes are sorted in place,
+// larger ones through a bitmap of the partial keys present, in steps of
+// one per child rather than one per partial key.
+func childOrder(slots []byte, first, last int, desc bool, order *[256]uint8) (n int, frozen bool) {
+	if len(slots) <= 8*16 {
+		for i := range len(slots) / 8 {
+			sl := slot(binary.LittleEndian.Uint64(slots[8*i:]))
+			if sl.isFrozen() {
+				return 0, true
+			}
+			if b := int(sl.partial()); sl.isChild() && first <= b && b <= last {
+				// Insertion sort by partial key.
+				j := n
+				for ; j > 0 && desc == (int(slots[8*int(order[j-1])]) < b); j-- {
+					order[j] = order[j-1]
+				}
+				order[j] = uint8(i)
+				n++
+			}
+		}
+		return n, false
+	}
 	var at [256]uint8 // slot index of each partial key present
 	var present [4]uint64
 	for i := range len(slots) / 8 {
-		if sl := slot(binary.LittleEndian.Uint64(slots[8*i:])); sl.isChild() {
+		sl := slot(binary.LittleEndian.Uint64(slots[8*i:]))
+		if sl.isFrozen() {
+			return 0, true
+		}
+		if sl.isChild() {
 			b := sl.partial()
 			at[b] = uint8(i)
 			present[b/64] |= 1 << (b % 64)
 		}
 	}
-	keepRange(&present, int(rest.first), int(rest.last))
-	var take [scanWindow]uint8 // the partial keys taken, in scan order
-	n := 0
-	if sc.desc {
-		for w := 3; w >= 0 && n < sc.window; w-- {
-			for m := present[w]; m != 0 && n < sc.window; n++ {
+	if first > last {
+		return 0, false
+	}
+	keepRange(&present, first, last)
+	if desc {
+		for w := 3; w >= 0; w-- {
+			for m := present[w]; m != 0; n++ {
 				b := 63 - bits.LeadingZeros64(m)
 				m &^= 1 << b
-				take[n] = uint8(64*w + b)
+				order[n] = at[64*w+b]
 			}
 		}
 	} else {
-		for w := 0; w < 4 && n < sc.window; w++ {
-			for m := present[w]; m != 0 && n < sc.window; n++ {
+		for w := range present {
+			for m := present[w]; m != 0; n++ {
 				b := bits.TrailingZeros64(m)
 				m &= m - 1
-				take[n] = uint8(64*w + b)
+				order[n] = at[64*w+b]
 			}
 		}
 	}
-	if n == sc.window {
-		more := false
-		if sc.desc && take[n-1] > rest.first {
-			rest.last = take[n-1] - 1
-			keepRange(&present, int(rest.first), int(rest.last))
-			more = present != [4]uint64{}
-		} else if !sc.desc && take[n-1] < rest.last {
-			rest.first = take[n-1] + 1
-			keepRange(&present, int(rest.first), int(rest.last))
-			more = present != [4]uint64{}
+	return n, false
+}
+
+// children appends to next, in reverse scan order (the frontier's stack
+// order), the entries of the first sc.window of the children order names
+// (slot indexes in scan order) among the slots of rest's node as read; if
+// more remain, rest goes below them for them, with the node's slots and
+// the rest of order in the spill buffer (already there if rest.spill is
+// set: order is then the tail of what it holds). Taking a round's window
+// of entries at a time keeps the frontier what it would be with every
+// child in it, as far as a round looks: a scan that stops early never
+// builds the entries of children it does not reach.
+func (sc *scanner) children(next []entry, rest entry, slots []byte, order []uint8) []entry {
+	n := min(len(order), sc.window)
+	if n < len(order) {
+		if rest.spill == 0 {
+			rest.spill = int32(len(sc.spill)) + 1
+			sc.spill = append(sc.spill, slots...)
+			sc.spill = append(sc.spill, order...)
+			rest.took = 0
 		}
-		if more {
-			if rest.spill == 0 {
-				rest.spill = int32(len(sc.spill)) + 1
-				sc.spill = append(sc.spill, slots...)
-			}
-			next = append(next, rest)
-		}
+		rest.took += uint16(n)
+		rest.left = uint16(len(order) - n)
+		next = append(next, rest)
 	}
 	node := rest.cur.sl.addr()
 	for j := n - 1; j >= 0; j-- {
-		i := int(at[take[j]])
+		i := int(order[j])
 		sl := slot(binary.LittleEndian.Uint64(slots[8*i:]))
 		next = append(next, entry{cur: cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: len(rest.path) + 1, node: node}, path: rest.path})
 	}
@@ -522,15 +558,16 @@ func (sc *scanner) children(next []entry, rest entry, slots []byte) []entry {
 
 // expand replaces the frontier's entry i, the rest of a node's children,
 // by the next of them (children) and returns how many entries replace it
-// (the first child in scan order is the highest). The spilled slots of a node whose
-// children are all in the frontier are dropped when they end the spill
+// (the first child in scan order is the highest). The spilled slots of a
+// node whose children are all out are dropped when they end the spill
 // buffer, as they do when every entry above rest is a plain slot.
 func (sc *scanner) expand(i int) int {
 	rest := sc.front[i]
 	from := int(rest.spill - 1)
 	slots := sc.spill[from : from+8*rest.cur.sl.nodeType().capacity()]
-	next := sc.children(sc.next[:0], rest, slots)
-	if next[0].spill != rest.spill && from+len(slots) == len(sc.spill) {
+	order := sc.spill[from+len(slots)+int(rest.took):][:rest.left]
+	next := sc.children(sc.next[:0], rest, slots, order)
+	if next[0].spill != rest.spill && from+len(slots)+int(rest.took+rest.left) == len(sc.spill) {
 		sc.spill = sc.spill[:from]
 	}
 	sc.front = slices.Replace(sc.front, i, i+1, next...)

@@ -41,16 +41,27 @@ func TestScanChildrenLazily(t *testing.T) {
 		typ := nodeType(r.IntN(int(node256-node4)+1)) + node4
 		slots := make([]byte, 8*typ.capacity())
 		var partials []int
+		at := r.Perm(typ.capacity()) // slots in random places, some empty
 		for i, b := range r.Perm(256)[:r.IntN(typ.capacity()+1)] {
-			sl := leafSlot(byte(b), 0, remote.MakeAddr(1, uint64(16*(i+1))))
-			if r.IntN(2) == 0 {
-				sl = nodeSlot(byte(b), node4, remote.MakeAddr(1, uint64(16*(i+1))))
+			a := remote.MakeAddr(1, uint64(16*(i+1)))
+			var sl slot
+			switch r.IntN(5) {
+			case 0:
+				sl = tombstone(byte(b)) // not a child
+			case 1, 2:
+				sl = nodeSlot(byte(b), node4, a)
+			default:
+				sl = leafSlot(byte(b), 0, a)
 			}
-			binary.LittleEndian.PutUint64(slots[8*i:], uint64(sl))
-			partials = append(partials, b)
+			binary.LittleEndian.PutUint64(slots[8*at[i]:], uint64(sl))
+			if sl.isChild() {
+				partials = append(partials, b)
+			}
 		}
-		first := r.IntN(256)
-		last := first + r.IntN(256-first)
+		first, last := r.IntN(256), r.IntN(256)
+		if r.IntN(8) != 0 && first > last {
+			first, last = last, first
+		}
 		desc := r.IntN(2) == 0
 		window := 1 + r.IntN(scanWindow)
 		var want []byte
@@ -64,9 +75,23 @@ func TestScanChildrenLazily(t *testing.T) {
 			slices.Reverse(want)
 		}
 
+		var order [256]uint8
+		if len(partials) > 0 && r.IntN(10) == 0 {
+			frozenAt := at[r.IntN(len(partials))]
+			w := binary.LittleEndian.Uint64(slots[8*frozenAt:])
+			binary.LittleEndian.PutUint64(slots[8*frozenAt:], w|slotFrozen)
+			if _, frozen := childOrder(slots, first, last, desc, &order); !frozen {
+				t.Fatalf("%v with a frozen slot: childOrder does not report it", typ)
+			}
+			continue
+		}
+		n, frozen := childOrder(slots, first, last, desc, &order)
+		if frozen {
+			t.Fatalf("%v: childOrder reports a frozen slot, there is none", typ)
+		}
 		sc := &scanner{desc: desc, window: window}
-		rest := entry{cur: cursor{sl: nodeSlot(7, typ, node)}, path: []byte{7}, first: uint8(first), last: uint8(last)}
-		sc.front = sc.children(nil, rest, slots)
+		rest := entry{cur: cursor{sl: nodeSlot(7, typ, node)}, path: []byte{7}}
+		sc.front = sc.children(nil, rest, slots, order[:n])
 		var got []byte
 		for len(sc.front) > 0 {
 			top := len(sc.front) - 1
@@ -81,8 +106,9 @@ func TestScanChildrenLazily(t *testing.T) {
 			if e.cur.node != node || e.cur.depth != 2 || len(e.path) != 1 {
 				t.Fatalf("child entry %+v, path %v: want node %v, depth 2 and the node's path", e.cur, e.path, node)
 			}
-			if i := slices.Index(partials, int(e.cur.sl.partial())); uint64(e.cur.sl) != binary.LittleEndian.Uint64(slots[8*i:]) || e.cur.addr != nodeSlotAddr(node, i) {
-				t.Fatalf("child entry %+v does not hold slot %d", e.cur, i)
+			i := int(e.cur.addr.Offset()-node.Offset()-nodeSlotsOff) / 8
+			if e.cur.addr != nodeSlotAddr(node, i) || uint64(e.cur.sl) != binary.LittleEndian.Uint64(slots[8*i:]) {
+				t.Fatalf("child entry %+v does not hold the slot it names", e.cur)
 			}
 			got = append(got, e.cur.sl.partial())
 		}

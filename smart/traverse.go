@@ -13,10 +13,10 @@ import (
 type cursor struct {
 	addr   remote.Addr
 	sl     slot
-	depth  int
-	level  int         // internal nodes above the child
-	cached bool        // sl comes from a cache snapshot, not from remote memory
 	node   remote.Addr // the node holding the slot (0: the root slot)
+	depth  int
+	level  int  // internal nodes above the child
+	cached bool // sl comes from a cache snapshot, not from remote memory
 	// confirmed: the slot was read again after a leaf it names was found
 	// born during the operation, and still names it (session.reused).
 	confirmed bool
