@@ -202,7 +202,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		if err := s.followMove(ctx, cur, revAt, newRev); err != nil {
 			return false, next, err
 		}
-		s.dropUnlinked(chain.leaf, chain.leafClass)
+		s.dropChain(chain)
 		s.unlockAsync(ctx, cur.sl)
 		return false, next, nil
 	}
@@ -226,6 +226,17 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	s.unlockAsync(ctx, cur.sl)
 	s.rememberNew(cur, repl, e1[:lcp], chain.final, cur.level+chain.n, chain.oldSlot, chain.newSlot)
 	return true, cur, nil
+}
+
+// dropChain frees the nodes and the new leaf of a chain that was never
+// linked and that nothing points into any more (the old leaf's reverse
+// pointer moved on), while the session's staged pieces are still the
+// chain's: its nodes, then its leaf.
+func (s *session) dropChain(c chain) {
+	for _, p := range s.pieces[:c.n+1] {
+		_ = s.dropNode(p.at, node4, nil)
+	}
+	s.dropUnlinked(c.leaf, c.leafClass)
 }
 
 // chain is the new structure of a leaf split, staged in the session.
@@ -254,14 +265,20 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	class := classFor(leafPayload(len(key), len(value)))
 	la, err := s.allocLeaf(ctx, mn, class)
 	if err != nil {
-		return c, err
+		return c, s.dropNode(first, node4, err)
 	}
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
 	node, rev, d := first, cur.addr, cur.depth
 	for range c.n {
 		next, err := s.allocNear(ctx, mn, s.t.nodeAlloc(node4), addrAlign)
 		if err != nil {
-			return c, err
+			// Free what this chain allocated: the nodes staged, this
+			// one and the leaf.
+			for _, p := range s.pieces {
+				_ = s.dropNode(p.at, node4, nil)
+			}
+			s.dropUnlinked(la, class)
+			return c, s.dropNode(node, node4, err)
 		}
 		h := makeHeader(d, node4, e1[d:d+6])
 		s.stage(node, nodeImage(s.img, rev, h, nodeSlot(e1[d+6], node4, next)))
