@@ -257,3 +257,39 @@ func TestPlacementSpreadsByRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestChainPlacement: the first node of a split's chain goes to the memory
+// nodes in turn when it becomes a child of the root, and on the memory node
+// of the slot that links it further down (so that the chain's WRITEs share
+// the CAS's round trip; allocNear's fallback when that node is full is
+// TestPlacementFallsBack's).
+func TestChainPlacement(t *testing.T) {
+	ctx := context.Background()
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 4, NodeBytes: 1 << 20}, Options{})
+	s, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.release(s)
+	seen := map[int]bool{}
+	for range 4 {
+		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(remote.MakeAddr(0, 4096), 3), depth: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[a.MN()] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf("four children of the root went to memory nodes %v, want all four", seen)
+	}
+	for mn := range 4 {
+		node := remote.MakeAddr(mn, 4096)
+		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(node, 3), node: node, depth: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.MN() != mn {
+			t.Errorf("a chain under a slot on memory node %d went to %d", mn, a.MN())
+		}
+	}
+}

@@ -239,6 +239,20 @@ func (s *session) dropChain(c chain) {
 	s.dropUnlinked(c.leaf, c.leafClass)
 }
 
+// chainAlloc allocates the first node of a split's chain at cur. Children
+// of the root go to the memory nodes in turn, so that the tree's subtrees
+// spread over them; a chain further down goes on the memory node of the
+// slot that links it, when it has room, so that the slot's CAS can share
+// the round trip of the chain's WRITEs (a WRITE to another memory node must
+// complete before the CAS is posted, I3): its subtree is a 1/256th or less
+// of the key space.
+func (s *session) chainAlloc(ctx context.Context, cur cursor) (remote.Addr, error) {
+	if cur.node == 0 || cur.depth < 2 {
+		return s.c.AllocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
+	}
+	return s.allocNear(ctx, cur.addr.MN(), s.t.nodeAlloc(node4), addrAlign)
+}
+
 // chain is the new structure of a leaf split, staged in the session.
 type chain struct {
 	first, final     remote.Addr // the chain's first and last node
@@ -257,7 +271,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	e1, e2 := s.enc, s.enc2
 	var c chain
 	c.n = (lcp - cur.depth) / 7
-	first, err := s.c.AllocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
+	first, err := s.chainAlloc(ctx, cur)
 	if err != nil {
 		return c, err
 	}
