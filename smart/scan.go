@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -64,7 +65,7 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[KV,
 		sc := &s.scan
 		kept := *sc
 		*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, budget: scanFirstRound, window: scanFirstWindow,
-			front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill}
+			front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap}
 		sc.elo = appendEncoded(kept.elo, lo)
 		if hi != nil {
 			sc.ehi = appendEncoded(kept.ehi, hi)
@@ -96,6 +97,7 @@ type entry struct {
 	keyLen  uint8  // of pair
 	ready   bool
 	root    bool // the root slot: no partial key of its own
+	snap    bool // cur.sl comes from the cache's snapshot of its node (fromCache)
 	retries int32
 	// The children of the node cur names that are not in the frontier
 	// yet: the node's slots as read are at spill-1 in the scanner's spill
@@ -134,8 +136,11 @@ type scanner struct {
 	buf    []byte
 	tmp    []byte
 	spill  []byte // the slots of nodes whose children wait in the frontier (expand)
-	arena  []byte // the yielded pairs' bytes (see own)
-	last   []byte // the key of the last pair yielded (resume)
+	snap   []byte // a cached node's slot words (fromCache)
+	// noCache: the scan restarted; it reads every node from here on.
+	noCache bool
+	arena   []byte // the yielded pairs' bytes (see own)
+	last    []byte // the key of the last pair yielded (resume)
 }
 
 // keep empties the scanner's buffers for the session's next scan and drops
@@ -143,7 +148,7 @@ type scanner struct {
 func (sc *scanner) keep() {
 	clear(sc.front)
 	*sc = scanner{front: sc.front[:0], next: sc.next[:0], buf: sc.buf, tmp: sc.tmp[:0],
-		spill: sc.spill[:0], elo: sc.elo[:0], ehi: sc.ehi[:0]}
+		spill: sc.spill[:0], snap: sc.snap, elo: sc.elo[:0], ehi: sc.ehi[:0]}
 }
 
 // own copies b into the scan's arena: the caller owns the copy, and one
@@ -251,6 +256,7 @@ func (sc *scanner) resume(ctx context.Context) error {
 
 // restartPast starts the scan again past the last pair yielded.
 func (sc *scanner) restartPast(ctx context.Context) error {
+	sc.noCache = true
 	if sc.last != nil {
 		if sc.desc {
 			sc.hi = sc.last
@@ -288,6 +294,17 @@ func (sc *scanner) round(ctx context.Context) error {
 			low += added
 			i += added + 1
 			continue
+		}
+		if !sc.noCache && !e.cur.sl.isLeaf() && e.cur.sl.nodeType() == node256 {
+			if n == sc.window {
+				break
+			}
+			if k := sc.fromCache(i); k > 0 {
+				added := k - 1
+				low += added
+				i += added + 1
+				continue
+			}
 		}
 		m := readSize(e.cur.sl)
 		if n > 0 && (total+m > sc.budget || n == sc.window) {
@@ -417,6 +434,9 @@ const maxScanRetries = 1 << 12
 func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) ([]entry, error) {
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
 	if h.isForwarded() {
+		if e.snap {
+			return sc.refresh(ctx, next, e)
+		}
 		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
 	}
 	depth := len(e.path) + 1
@@ -431,6 +451,8 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 	}
 	if h.depth() > depth || skip > h.prefixLen() || h.nodeType() < node4 {
 		// A header split moved the node: re-read the slot.
+		sc.dropSnapshot(e)
+		e.snap = false
 		w, err := sc.s.readWord(ctx, e.cur.addr)
 		if err != nil {
 			return next, err
@@ -457,9 +479,140 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 	var order [256]uint8
 	n, frozen := childOrder(slots, first, last, sc.desc, &order)
 	if frozen {
+		if e.snap {
+			return sc.refresh(ctx, next, e)
+		}
 		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
 	}
+	if e.cur.sl.nodeType() == node256 && h.prefixLen() == 0 {
+		sc.remember(path, e.cur, slots)
+	}
 	return sc.children(next, entry{cur: e.cur, path: path}, slots, order[:n]), nil
+}
+
+// remember caches the slots of a NODE_256 without a compressed path that
+// the scan read at cur, under its full prefix, unless the cache holds the
+// same snapshot: later scans take its children from there (fromCache) once
+// every partial key has a child node. Point operations seldom read these
+// nodes again once the nodes below them are cached, so without this their
+// snapshots would stay as old as the first read.
+func (sc *scanner) remember(prefix []byte, cur cursor, slots []byte) {
+	s := sc.s
+	if s.t.opts.CacheBytes < 0 {
+		return
+	}
+	used := len(slots) / 8
+	for used > 0 && binary.LittleEndian.Uint64(slots[8*(used-1):]) == 0 {
+		used--
+	}
+	words := s.slotWords[:used]
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint64(slots[8*i:])
+	}
+	node := cur.sl.addr()
+	if c, ok := s.t.cache.Get(prefix); ok && remote.Addr(c.Addr) == node && slices.Equal(c.Slots(), words) {
+		return
+	}
+	c := artcache.NewEntry(uint64(node), words, cur.level)
+	c.Epoch = s.epoch
+	s.t.cache.Insert(prefix, c)
+}
+
+// fromCache replaces the frontier's entry i, the slot of a NODE_256, by the
+// node's children as the compute node's cache last saw them, without
+// reading the node, when the snapshot is sure to name every child the
+// range needs: the cache holds the node under the prefix the slot implies
+// (so the node has no compressed path, and never will), and every partial
+// key of the range has a child node in the snapshot. Slots never become
+// empty again and a slot naming a node only ever names a node (I1), so the
+// node has those children, and no others in the range, now and for the
+// rest of the scan. What a child slot names may have changed since, as it
+// may for any slot the frontier holds: a child that moved is found
+// forwarded or frozen when read (refresh), one under a header split at the
+// wrong depth; either drops the snapshot (dropSnapshot) and reads the slot
+// again. It returns how many
+// entries replace entry i, 0 if the cache cannot stand in for the READ.
+func (sc *scanner) fromCache(i int) int {
+	e := sc.front[i]
+	sc.tmp = append(sc.tmp[:0], e.path...)
+	if !e.root {
+		sc.tmp = append(sc.tmp, e.cur.sl.partial())
+	}
+	c, ok := sc.s.t.cache.Get(sc.tmp)
+	if !ok || remote.Addr(c.Addr) != e.cur.sl.addr() || !sc.overlaps(sc.tmp) {
+		return 0
+	}
+	first, last := sc.childBounds(sc.tmp)
+	if first > last {
+		return 0
+	}
+	words := c.Slots() // up to the last slot used: the rest were empty
+	n := e.cur.sl.nodeType().capacity()
+	if len(words) > n {
+		return 0
+	}
+	sc.snap = grow(sc.snap, 8*n)
+	clear(sc.snap[8*len(words):])
+	var nodes [4]uint64 // the partial keys with a child node
+	for j, w := range words {
+		sl := slot(w)
+		if sl.isFrozen() {
+			return 0
+		}
+		if sl.isChild() && !sl.isLeaf() {
+			nodes[sl.partial()/64] |= 1 << (sl.partial() % 64)
+		}
+		binary.LittleEndian.PutUint64(sc.snap[8*j:], w)
+	}
+	want := [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+	keepRange(&want, first, last)
+	for w := range want {
+		if nodes[w]&want[w] != want[w] {
+			return 0
+		}
+	}
+	var order [256]uint8
+	k, _ := childOrder(sc.snap, first, last, sc.desc, &order)
+	rest := entry{cur: e.cur, path: sc.own(sc.tmp), snap: true}
+	next := sc.children(sc.next[:0], rest, sc.snap, order[:k])
+	sc.front = slices.Replace(sc.front, i, i+1, next...)
+	clear(next)
+	sc.next = next[:0]
+	return len(next)
+}
+
+// refresh resolves an entry whose slot value came from a cached snapshot
+// (fromCache) and names a node found moving or moved: it drops the
+// snapshot, waits for the move to complete, and reads the slot again, whose
+// value takes the entry's place (a frozen slot: its own node is moving,
+// restart).
+func (sc *scanner) refresh(ctx context.Context, next []entry, e entry) ([]entry, error) {
+	sc.dropSnapshot(e)
+	if err := sc.s.awaitMove(ctx, e.cur.sl.addr()); err != nil {
+		return next, err
+	}
+	w, err := sc.s.readWord(ctx, e.cur.addr)
+	if err != nil {
+		return next, err
+	}
+	if slot(w).isFrozen() {
+		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.node)
+	}
+	e.cur.sl, e.snap = slot(w), false
+	return sc.again(next, e)
+}
+
+// dropSnapshot drops the cache entry that e's slot value came from, if it
+// did (fromCache) and the entry is still there: e's node was found moved
+// or split, so the snapshot names a child that is no longer the node's.
+func (sc *scanner) dropSnapshot(e entry) {
+	if !e.snap {
+		return
+	}
+	if c, ok := sc.s.t.cache.Get(e.path); ok && remote.Addr(c.Addr) == e.cur.node {
+		sc.s.t.cache.Invalidate(e.path, c)
+		sc.s.t.cstats.invalidations.Add(1)
+	}
 }
 
 // childOrder puts into order the indexes of the slots (a node's slot words)
@@ -551,7 +704,8 @@ func (sc *scanner) children(next []entry, rest entry, slots []byte, order []uint
 	for j := n - 1; j >= 0; j-- {
 		i := int(order[j])
 		sl := slot(binary.LittleEndian.Uint64(slots[8*i:]))
-		next = append(next, entry{cur: cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: len(rest.path) + 1, node: node}, path: rest.path})
+		next = append(next, entry{cur: cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: len(rest.path) + 1, level: rest.cur.level + 1, node: node},
+			path: rest.path, snap: rest.snap})
 	}
 	return next
 }

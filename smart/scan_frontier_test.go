@@ -1,6 +1,7 @@
 package smart
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"slices"
@@ -156,6 +157,118 @@ func TestScanSpillBounded(t *testing.T) {
 		// double the buffer once more.
 		if limit := 2 * scanMaxRound; spilled > limit {
 			t.Errorf("scan (desc %v) spilled up to %d bytes, want at most %d", desc, spilled, limit)
+		}
+	}
+}
+
+// TestScanFromCache: a scan takes the root's children from the compute
+// node's cache instead of reading the root when every partial key of its
+// range has a child node there (one round trip fewer), and yields every key
+// present also after other compute nodes moved a child (its type grew) or
+// split one above (a header split) behind the cache's back; a stale
+// snapshot is dropped. Range bounds that include partial key 0x00 (a key
+// ending there) keep reading the node.
+func TestScanFromCache(t *testing.T) {
+	for _, reclaim := range []bool{false, true} {
+		ctx := t.Context()
+		tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, Options{Reclaim: reclaim})
+		var keys [][]byte
+		put := func(x *Tree, k []byte) {
+			t.Helper()
+			if err := x.Put(ctx, k, k); err != nil {
+				t.Fatal(err)
+			}
+			keys = append(keys, k)
+		}
+		for b := 2; b < 256; b++ { // a child node under every partial key but 0x00, 0x01 and 0x05
+			if b == 0x05 {
+				continue
+			}
+			if b == 0xb0 { // a node with the compressed path "mno"
+				put(tr, []byte{byte(b), 'm', 'n', 'o', 'a'})
+				put(tr, []byte{byte(b), 'm', 'n', 'o', 'b'})
+				continue
+			}
+			put(tr, []byte{byte(b), 'a'})
+			put(tr, []byte{byte(b), 'b'})
+		}
+		warm := func(x *Tree) {
+			t.Helper()
+			for _, k := range keys {
+				if _, _, err := x.Get(ctx, k); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		scan := func(x *Tree, lo []byte, n int) uint64 {
+			t.Helper()
+			var w [][]byte
+			for _, k := range keys {
+				if bytes.Compare(k, lo) >= 0 {
+					w = append(w, k)
+				}
+			}
+			slices.SortFunc(w, bytes.Compare)
+			w = w[:min(n, len(w))]
+			before := x.cn.Stats().RoundTrips
+			var got [][]byte
+			for kv, err := range x.Scan(ctx, lo, nil) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got = append(got, kv.Key); len(got) == n {
+					break
+				}
+			}
+			if !slices.EqualFunc(got, w, bytes.Equal) {
+				t.Fatalf("reclaim %v: scan from %q got %q, want %q", reclaim, lo, got, w)
+			}
+			return x.cn.Stats().RoundTrips - before
+		}
+		warm(tr)
+		cached, fromFirst := scan(tr, []byte{0x80}, 20), scan(tr, nil, 20)
+		root, ok := tr.cache.Get(nil)
+		if !ok {
+			t.Fatal("the root is not cached")
+		}
+		tr.cache.Invalidate(nil, root)
+		if read := scan(tr, []byte{0x80}, 20); cached != read-1 {
+			t.Errorf("reclaim %v: a scan took %d round trips with the root cached, %d without; want one fewer", reclaim, cached, read)
+		}
+		if read := scan(tr, nil, 20); fromFirst != read {
+			t.Errorf("reclaim %v: a scan from the first key took %d round trips with the root cached, %d without; want the root read both times", reclaim, fromFirst, read)
+		}
+
+		// Another compute node grows 0x90's node out of its NODE_4 (it
+		// moves), inserts inside 0xb0's compressed path (a header split),
+		// adds a key under 0xc0 and the first keys under 0x05 (a child the
+		// snapshot lacks), behind the cache of a third.
+		third, err := Open(p.NewComputeNode(), Options{Reclaim: reclaim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm(third)
+		other, err := Open(p.NewComputeNode(), Options{Reclaim: reclaim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 20 {
+			put(other, []byte{0x90, byte('c' + i)})
+		}
+		put(other, []byte{0xb0, 'm', 'x'})
+		put(other, []byte{0xc0, 'z'})
+		put(other, []byte{0x05, 'a'})
+		put(other, []byte{0x05, 'b'})
+		stale, _ := third.cache.Get(nil)
+		scan(third, []byte{0x03}, 10)
+		scan(third, []byte{0x8f}, 40)
+		scan(third, []byte{0xb0}, 10)
+		scan(third, []byte{0xc0}, 5)
+		if e, ok := third.cache.Get(nil); ok && e == stale {
+			t.Errorf("reclaim %v: the stale snapshot of the root is still cached after scans met its moved children", reclaim)
+		}
+		if err := tr.Verify(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
