@@ -222,8 +222,8 @@ func readRedo(ctx context.Context, c *remote.Client, a remote.Addr, size int) (R
 	return r, ok, nil
 }
 
-// directory returns the address of blk's redo directory, allocating and
-// publishing it on first use.
+// directory returns the address of blk's redo directory, allocating,
+// zeroing and publishing it on first use.
 func (n *Node) directory(ctx context.Context, c *remote.Client, blk *block) (remote.Addr, error) {
 	n.mu.Lock()
 	dir := blk.dir
@@ -235,6 +235,13 @@ func (n *Node) directory(ctx context.Context, c *remote.Client, blk *block) (rem
 	a, err := c.AllocOn(ctx, 0, size, 8)
 	if err != nil {
 		return 0, fmt.Errorf("registry: redo directory: %w", err)
+	}
+	// Allocation may hand out memory freed by others (a compute node's
+	// free list): its entries must read as none before the CAS publishes
+	// it (readers take a zero entry for no slot; leftover bytes named
+	// slots anywhere, out of bounds included).
+	if err := c.Write(ctx, a, make([]byte, size)); err != nil {
+		return 0, fmt.Errorf("registry: %w", err)
 	}
 	old, err := c.CAS(ctx, n.blockAddr(blk.idx).Add(dirOff), 0, uint64(a))
 	if err != nil {

@@ -3,6 +3,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"testing"
 
 	"github.com/dmindex/dmindex/remote"
@@ -130,5 +131,45 @@ func TestSlotOf(t *testing.T) {
 	r, ok, err := n.RedoOf(ctx, c, SlotOf(m.Tag()|1<<61), 1)
 	if err != nil || !ok || r.Target != target {
 		t.Fatalf("RedoOf(SlotOf) = %+v, %v, %v", r, ok, err)
+	}
+}
+
+// TestRedoDirectoryOnReusedMemory: a redo directory allocated from memory
+// its compute node freed before (here holding what looks like an entry
+// naming a slot out of bounds) reads as empty: the first RedoSlot of a
+// member and RedoOf its tag find no record instead of following leftover
+// bytes (which failed every operation of a compute node with "address out
+// of bounds").
+func TestRedoDirectoryOnReusedMemory(t *testing.T) {
+	ctx := context.Background()
+	p := newPool(t, false, 1)
+	cn := p.NewComputeNode()
+	c, other := cn.NewClient(), cn.NewClient()
+	const dirBytes = 16 * 1 * 2 // Clients: 1, two memory nodes
+	junk, err := c.AllocOn(ctx, 0, dirBytes, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e [dirBytes]byte
+	for i := 0; i < dirBytes; i += 16 {
+		binary.LittleEndian.PutUint64(e[i:], 0x4a000803|1<<40)
+		binary.LittleEndian.PutUint64(e[i+8:], 300)
+	}
+	if err := c.Write(ctx, junk, e[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Free(junk, dirBytes); err != nil {
+		t.Fatal(err)
+	}
+	n := join(t, c, Options{Blocks: 2, Clients: 1})
+	m := register(t, n, c)
+	if _, err := m.RedoSlot(ctx, c, 1, 40, func(r Redo) error {
+		t.Errorf("a first incarnation was handed a record to settle: %+v", r)
+		return nil
+	}); err != nil {
+		t.Fatalf("RedoSlot on a directory in reused memory: %v", err)
+	}
+	if r, ok, err := n.RedoOf(ctx, other, m.Tag(), 0); err != nil || ok {
+		t.Fatalf("RedoOf a member that wrote no record on node 0 = %+v, %v, %v; want none", r, ok, err)
 	}
 }
