@@ -530,8 +530,8 @@ func (sc *scanner) remember(prefix []byte, cur cursor, slots []byte) {
 // may for any slot the frontier holds: a child that moved is found
 // forwarded or frozen when read (refresh), one under a header split at the
 // wrong depth; either drops the snapshot (dropSnapshot) and reads the slot
-// again. It returns how many
-// entries replace entry i, 0 if the cache cannot stand in for the READ.
+// again. It returns how many entries replace entry i, 0 if the cache
+// cannot stand in for the READ.
 func (sc *scanner) fromCache(i int) int {
 	e := sc.front[i]
 	sc.tmp = append(sc.tmp[:0], e.path...)
