@@ -149,10 +149,18 @@ func (s *session) remember(plen, level int) {
 	if s.rememberChild(plen, slots) {
 		return
 	}
-	if e, ok := t.cache.Get(prefix); ok && e.Addr == uint64(n.addr) && slices.Equal(e.Slots(), slots) {
+	s.cacheNode(prefix, n.addr, slots, level)
+}
+
+// cacheNode caches slots (up to the last non-empty one) as the snapshot of
+// the node at addr, at level, whose full prefix is prefix, unless the cache
+// already holds the same snapshot.
+func (s *session) cacheNode(prefix []byte, addr remote.Addr, slots []uint64, level int) {
+	t := s.t
+	if e, ok := t.cache.Get(prefix); ok && e.Addr == uint64(addr) && slices.Equal(e.Slots(), slots) {
 		return
 	}
-	e := artcache.NewEntry(uint64(n.addr), slots, level)
+	e := artcache.NewEntry(uint64(addr), slots, level)
 	e.Epoch = s.epoch
 	t.cache.Insert(prefix, e)
 }

@@ -9,7 +9,6 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -285,29 +284,25 @@ func (sc *scanner) round(ctx context.Context) error {
 		if e.ready {
 			continue
 		}
+		if n == sc.window {
+			break
+		}
+		// Entries resolved without a READ: the rest of a node's children,
+		// a NODE_256 the cache can stand in for.
+		k := 0
 		if e.spill > 0 {
-			if n == sc.window {
-				break
-			}
-			// The entries selected so far move up by what replaces entry i.
-			added := sc.expand(i) - 1
-			low += added
-			i += added + 1
+			k = sc.expand(i)
+		} else if !sc.noCache && !e.cur.sl.isLeaf() && e.cur.sl.nodeType() == node256 {
+			k = sc.fromCache(i)
+		}
+		if k > 0 {
+			// The entries selected so far move up by what replaced entry i.
+			low += k - 1
+			i += k
 			continue
 		}
-		if !sc.noCache && !e.cur.sl.isLeaf() && e.cur.sl.nodeType() == node256 {
-			if n == sc.window {
-				break
-			}
-			if k := sc.fromCache(i); k > 0 {
-				added := k - 1
-				low += added
-				i += added + 1
-				continue
-			}
-		}
 		m := readSize(e.cur.sl)
-		if n > 0 && (total+m > sc.budget || n == sc.window) {
+		if n > 0 && total+m > sc.budget {
 			break
 		}
 		n++
@@ -451,17 +446,7 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 	}
 	if h.depth() > depth || skip > h.prefixLen() || h.nodeType() < node4 {
 		// A header split moved the node: re-read the slot.
-		sc.dropSnapshot(e)
-		e.snap = false
-		w, err := sc.s.readWord(ctx, e.cur.addr)
-		if err != nil {
-			return next, err
-		}
-		e.cur.sl = slot(w)
-		if e.cur.sl.isFrozen() {
-			return next, sc.s.movingRestart(ctx, cursor{}, e.cur.node)
-		}
-		return sc.again(next, e)
+		return sc.reread(ctx, next, e)
 	}
 	sc.tmp = append(sc.tmp[:0], e.path...)
 	if !e.root {
@@ -509,13 +494,7 @@ func (sc *scanner) remember(prefix []byte, cur cursor, slots []byte) {
 	for i := range words {
 		words[i] = binary.LittleEndian.Uint64(slots[8*i:])
 	}
-	node := cur.sl.addr()
-	if c, ok := s.t.cache.Get(prefix); ok && remote.Addr(c.Addr) == node && slices.Equal(c.Slots(), words) {
-		return
-	}
-	c := artcache.NewEntry(uint64(node), words, cur.level)
-	c.Epoch = s.epoch
-	s.t.cache.Insert(prefix, c)
+	s.cacheNode(prefix, cur.sl.addr(), words, cur.level)
 }
 
 // fromCache replaces the frontier's entry i, the slot of a NODE_256, by the
@@ -574,23 +553,27 @@ func (sc *scanner) fromCache(i int) int {
 	var order [256]uint8
 	k, _ := childOrder(sc.snap, first, last, sc.desc, &order)
 	rest := entry{cur: e.cur, path: sc.own(sc.tmp), snap: true}
-	next := sc.children(sc.next[:0], rest, sc.snap, order[:k])
-	sc.front = slices.Replace(sc.front, i, i+1, next...)
-	clear(next)
-	sc.next = next[:0]
-	return len(next)
+	return sc.replace(i, sc.children(sc.next[:0], rest, sc.snap, order[:k]))
 }
 
 // refresh resolves an entry whose slot value came from a cached snapshot
-// (fromCache) and names a node found moving or moved: it drops the
-// snapshot, waits for the move to complete, and reads the slot again, whose
-// value takes the entry's place (a frozen slot: its own node is moving,
-// restart).
+// (fromCache) and names a node found moving or moved: it waits for the
+// move to complete, then drops the snapshot and reads the slot again
+// (reread).
 func (sc *scanner) refresh(ctx context.Context, next []entry, e entry) ([]entry, error) {
-	sc.dropSnapshot(e)
 	if err := sc.s.awaitMove(ctx, e.cur.sl.addr()); err != nil {
 		return next, err
 	}
+	return sc.reread(ctx, next, e)
+}
+
+// reread resolves an entry whose slot no longer names what the entry
+// holds (a node split above, or moved): it drops the snapshot the value
+// came from, if it did, and reads the slot again, whose value takes the
+// entry's place next round (a frozen slot: the node holding it is moving,
+// restart).
+func (sc *scanner) reread(ctx context.Context, next []entry, e entry) ([]entry, error) {
+	sc.dropSnapshot(e)
 	w, err := sc.s.readWord(ctx, e.cur.addr)
 	if err != nil {
 		return next, err
@@ -724,6 +707,12 @@ func (sc *scanner) expand(i int) int {
 	if next[0].spill != rest.spill && from+len(slots)+int(rest.took+rest.left) == len(sc.spill) {
 		sc.spill = sc.spill[:from]
 	}
+	return sc.replace(i, next)
+}
+
+// replace puts next (built in sc.next) in the frontier in place of its
+// entry i and returns how many entries it holds.
+func (sc *scanner) replace(i int, next []entry) int {
 	sc.front = slices.Replace(sc.front, i, i+1, next...)
 	clear(next)
 	sc.next = next[:0]

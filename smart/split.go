@@ -247,7 +247,7 @@ func (s *session) dropChain(c chain) {
 // complete before the CAS is posted, I3): its subtree is a 1/256th or less
 // of the key space.
 func (s *session) chainAlloc(ctx context.Context, cur cursor) (remote.Addr, error) {
-	if cur.node == 0 || cur.depth < 2 {
+	if cur.depth < 2 { // the root's slots (and the root slot)
 		return s.c.AllocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
 	}
 	return s.allocNear(ctx, cur.addr.MN(), s.t.nodeAlloc(node4), addrAlign)
