@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
@@ -171,7 +172,11 @@ func TestScanSpillBounded(t *testing.T) {
 func TestScanFromCache(t *testing.T) {
 	for _, reclaim := range []bool{false, true} {
 		ctx := t.Context()
-		tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, Options{Reclaim: reclaim})
+		// Round trips are counted on wall time: a heartbeat falling due
+		// inside a scan on a slow machine would add its own (and one
+		// half a lease late renews the scan's pin and starts it again).
+		opts := Options{Reclaim: reclaim, ReclaimInterval: time.Hour}
+		tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, opts)
 		var keys [][]byte
 		put := func(x *Tree, k []byte) {
 			t.Helper()
@@ -246,14 +251,14 @@ func TestScanFromCache(t *testing.T) {
 		los := [][]byte{{0x8f}, {0xb0}, {0xc0}, {0x03}}
 		var readers []*Tree
 		for range los {
-			x, err := Open(p.NewComputeNode(), Options{Reclaim: reclaim})
+			x, err := Open(p.NewComputeNode(), opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			warm(x)
 			readers = append(readers, x)
 		}
-		other, err := Open(p.NewComputeNode(), Options{Reclaim: reclaim})
+		other, err := Open(p.NewComputeNode(), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
