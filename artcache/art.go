@@ -18,6 +18,35 @@ func (t *artTree) size() int64 { return t.bytes }
 // lookup descends along key to the deepest matching position, then walks
 // back up to the first entry with a slot for the next key byte.
 func (t *artTree) lookup(key []byte) (*Entry, int, int, bool) {
+	for n := t.deepestNode(key); n != nil; n = n.parent {
+		d := int(n.depth)
+		if d == len(key) {
+			continue
+		}
+		if e := n.value(); e != nil {
+			if i := e.slot(key[d]); i >= 0 {
+				return e, i, d, true
+			}
+		}
+	}
+	return nil, 0, 0, false
+}
+
+// deepest returns the deepest entry whose prefix is a proper prefix of key,
+// and the length of that prefix.
+func (t *artTree) deepest(key []byte) (*Entry, int) {
+	for n := t.deepestNode(key); n != nil; n = n.parent {
+		if d := int(n.depth); d < len(key) {
+			if e := n.value(); e != nil {
+				return e, d
+			}
+		}
+	}
+	return nil, 0
+}
+
+// deepestNode returns the deepest node whose position is a prefix of key.
+func (t *artTree) deepestNode(key []byte) *node {
 	var last *node
 	for n, depth := t.root, 0; n != nil; {
 		p := n.prefix
@@ -31,18 +60,7 @@ func (t *artTree) lookup(key []byte) (*Entry, int, int, bool) {
 		}
 		n, depth = n.child(key[depth]), depth+1
 	}
-	for n := last; n != nil; n = n.parent {
-		d := int(n.depth)
-		if d == len(key) {
-			continue
-		}
-		if e := n.value(); e != nil {
-			if i := e.slot(key[d]); i >= 0 {
-				return e, i, d, true
-			}
-		}
-	}
-	return nil, 0, 0, false
+	return last
 }
 
 // get returns the entry stored under exactly prefix, or nil.

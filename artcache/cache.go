@@ -85,6 +85,24 @@ func (c *Cache) Lookup(key []byte) (e *Entry, idx int, plen int, ok bool) {
 	return e, idx, plen, ok
 }
 
+// Deepest returns the deepest entry whose prefix is a proper prefix of key,
+// whatever its slots, and plen = len(prefix); ok is false if there is none.
+// Unlike Lookup it does not mark the entry referenced: the caller looks at
+// what the cache knows rather than using it.
+func (c *Cache) Deepest(key []byte) (e *Entry, plen int, ok bool) {
+	if c.off {
+		return nil, 0, false
+	}
+	c.mu.RLock()
+	if c.hash != nil {
+		e, plen = c.hash.deepest(key)
+	} else {
+		e, plen = c.art.deepest(key)
+	}
+	c.mu.RUnlock()
+	return e, plen, e != nil
+}
+
 // Get returns the entry stored under exactly prefix, whatever its slots,
 // and marks it referenced.
 func (c *Cache) Get(prefix []byte) (*Entry, bool) {

@@ -193,6 +193,16 @@ func bruteLookup(m map[string]*Entry, key []byte) (*Entry, int, int, bool) {
 	return nil, 0, 0, false
 }
 
+// bruteDeepest is Cache.Deepest by brute force over the entries of m.
+func bruteDeepest(m map[string]*Entry, key []byte) *Entry {
+	for plen := len(key) - 1; plen >= 0; plen-- {
+		if e := m[string(key[:plen])]; e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
 // kinds runs f for both index kinds.
 func kinds(t *testing.T, f func(t *testing.T, hash bool)) {
 	for _, hash := range []bool{false, true} {

@@ -86,3 +86,62 @@ func TestWithChild(t *testing.T) {
 		full = next
 	}
 }
+
+// TestWithSlot appends and replaces slot words of entries with and without
+// children and checks what a copy keeps and when it refuses.
+func TestWithSlot(t *testing.T) {
+	own := []uint64{0x100 | 'a', 0x200 | 'b'}
+	e := NewEntry(7, own, 3)
+	e.Epoch = 42
+	e.setReferenced(true)
+	kids := []uint64{0x1000 | 'x', 0x2000 | 'y'}
+	withKids := e.WithChild(1, own[1], kids)
+	for _, src := range []*Entry{e, withKids} {
+		c := src.WithSlot(2, 0x300|'c')
+		if c == nil {
+			t.Fatal("WithSlot = nil")
+		}
+		want := append(slices.Clone(own), 0x300|'c')
+		if c.Addr != 7 || c.Epoch != 42 || c.Level() != 3 || !slices.Equal(c.Slots(), want) || c.referenced() {
+			t.Fatalf("copy: addr %d epoch %d level %d slots %x referenced %v", c.Addr, c.Epoch, c.Level(), c.Slots(), c.referenced())
+		}
+		if !slices.Equal(c.ChildSlots(1), src.ChildSlots(1)) {
+			t.Errorf("children %x, want %x", c.ChildSlots(1), src.ChildSlots(1))
+		}
+		if i := c.slot('c'); i != 2 {
+			t.Errorf("slot('c') = %d, want 2", i)
+		}
+		if !slices.Equal(src.Slots(), own) {
+			t.Fatal("WithSlot changed the entry it copied")
+		}
+	}
+	if NewEntry(1, make([]uint64, MaxSlots), 0).WithSlot(MaxSlots, 1) != nil {
+		t.Error("WithSlot grew an entry of MaxSlots slots")
+	}
+	// 255 or 254 own words and three children of 8 (27 words): the
+	// largest allocation (282 words) is full, or has room for one more.
+	for ownN, fits := range map[int]bool{255: false, 254: true} {
+		big := NewEntry(1, make([]uint64, ownN), 0)
+		for i := range 3 {
+			big = big.WithChild(i, 0, make([]uint64, MaxChildSlots))
+		}
+		if got := big.WithSlot(ownN, 1); (got != nil) != fits {
+			t.Errorf("WithSlot on an entry of %d words: %v, want fits %v", len(big.words()), got, fits)
+		} else if got != nil && len(got.ChildSlots(2)) != MaxChildSlots {
+			t.Errorf("WithSlot lost a child: %x", got.ChildSlots(2))
+		}
+	}
+	if got := NewEntry(1, nil, 0).WithSlot(0, 5); got == nil || !slices.Equal(got.Slots(), []uint64{5}) {
+		t.Errorf("WithSlot on an empty entry: %v", got)
+	}
+	// Replacing a slot keeps the count and the children; out of range is
+	// refused.
+	if got := withKids.WithSlot(0, 0x900|'a'); got == nil || !slices.Equal(got.Slots(), []uint64{0x900 | 'a', own[1]}) || !slices.Equal(got.ChildSlots(1), kids) {
+		t.Errorf("WithSlot(0) = %v", got)
+	}
+	for _, idx := range []int{-1, len(own) + 1} {
+		if e.WithSlot(idx, 1) != nil {
+			t.Errorf("WithSlot(%d) accepted", idx)
+		}
+	}
+}

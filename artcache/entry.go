@@ -124,21 +124,59 @@ func (e *Entry) WithChild(idx int, word uint64, slots []uint64) *Entry {
 		return nil
 	}
 	var buf [slotRoomMax]uint64
-	words := append(buf[:0], own...)
-	for i, kids := range e.children() {
-		if i != idx {
-			words = append(append(words, uint64(i)|uint64(len(kids))<<8), kids...)
-		}
-	}
+	words := e.appendChildren(append(buf[:0], own...), idx)
 	if len(words)+1+len(slots) > slotRoomMax {
 		return nil
 	}
 	words[idx] = word
 	words = append(append(words, uint64(idx)|uint64(len(slots))<<8), slots...)
+	return e.copyWith(words, len(own))
+}
+
+// WithSlot returns a copy of e whose slot idx holds word: one of its slots,
+// or the slot right after them (idx = len(e.Slots())), which the copy
+// adds: the snapshot of the node once that slot changed or was filled.
+// The copy keeps e's address, level, epoch stamp, other slots and children;
+// its reference bit is clear. WithSlot returns nil if idx is out of that
+// range, or the added slot would make more than MaxSlots or not fit the
+// largest allocation an entry has.
+func (e *Entry) WithSlot(idx int, word uint64) *Entry {
+	own := e.Slots()
+	n := len(own)
+	if idx == n {
+		n++
+	}
+	if idx < 0 || idx >= n || n > MaxSlots || len(e.words())+n-len(own) > slotRoomMax {
+		return nil
+	}
+	var buf [slotRoomMax]uint64
+	words := append(buf[:0], own...)
+	if idx == len(own) {
+		words = append(words, word)
+	} else {
+		words[idx] = word
+	}
+	return e.copyWith(e.appendChildren(words, -1), n)
+}
+
+// appendChildren appends the children's slot words e holds, each after its
+// header word, except those under slot skip.
+func (e *Entry) appendChildren(words []uint64, skip int) []uint64 {
+	for i, kids := range e.children() {
+		if i != skip {
+			words = append(append(words, uint64(i)|uint64(len(kids))<<8), kids...)
+		}
+	}
+	return words
+}
+
+// copyWith returns a new entry with e's address, level and epoch stamp
+// holding words: its own slot words (the first own of them), then its
+// children's.
+func (e *Entry) copyWith(words []uint64, own int) *Entry {
 	c := slotRooms[roomFor(len(words))].new()
 	c.Addr, c.Epoch = e.Addr, e.Epoch
-	extra := len(words) - len(own)
-	c.meta.Store(uint32(len(own))<<1 | uint32(extra)<<extraShift | uint32(e.Level())<<levelShift)
+	c.meta.Store(uint32(own)<<1 | uint32(len(words)-own)<<extraShift | uint32(e.Level())<<levelShift)
 	copy(c.words(), words)
 	return c
 }

@@ -42,6 +42,18 @@ func (h *hashIndex) lookup(key []byte) (*Entry, int, int, bool) {
 	return nil, 0, 0, false
 }
 
+func (h *hashIndex) deepest(key []byte) (*Entry, int) {
+	for i := min(len(h.lens), len(key)) - 1; i >= 0; i-- {
+		if h.lens[i] == 0 {
+			continue
+		}
+		if s := h.m[string(key[:i])]; s != nil {
+			return s.e, i
+		}
+	}
+	return nil, 0
+}
+
 func (h *hashIndex) get(prefix []byte) *Entry {
 	if s := h.m[string(prefix)]; s != nil {
 		return s.e

@@ -52,6 +52,9 @@ func TestOracle(t *testing.T) {
 					t.Fatalf("op %d: Lookup(%q) = (%v, %d, %d, %v), want (%v, %d, %d, %v)",
 						i, key, e, idx, plen, ok, we, widx, wplen, wok)
 				}
+				if e, plen, _ := c.Deepest(key); e != nil && e != oracle[string(key[:plen])] || e != bruteDeepest(oracle, key) {
+					t.Fatalf("op %d: Deepest(%q) = (%v, %d), want %v", i, key, e, plen, bruteDeepest(oracle, key))
+				}
 			default:
 				p := g.prefix()
 				if e, _ := c.Get(p); e != oracle[string(p)] {
@@ -102,6 +105,9 @@ func TestOracleEvicting(t *testing.T) {
 				if !sameResult(e, idx, plen, ok, we, widx, wplen, wok) {
 					t.Fatalf("op %d: Lookup(%q) = (%v, %d, %d, %v), want (%v, %d, %d, %v)",
 						i, key, e, idx, plen, ok, we, widx, wplen, wok)
+				}
+				if e, plen, _ := c.Deepest(key); e != nil && e != have[string(key[:plen])] || e != bruteDeepest(have, key) {
+					t.Fatalf("op %d: Deepest(%q) = (%v, %d), want %v", i, key, e, plen, bruteDeepest(have, key))
 				}
 			}
 			for p, e := range c.contents(t) {

@@ -25,6 +25,11 @@ type Stats struct {
 	// CacheInvalidations counts cache entries dropped because an operation
 	// found them stale. SMART and Sherman.
 	CacheInvalidations uint64
+	// CachedInserts counts new keys inserted on the cache's snapshot of
+	// their node without reading it (one round trip), CachedInsertsLost
+	// the attempts whose CAS found the snapshot stale (the node is then
+	// read). SMART.
+	CachedInserts, CachedInsertsLost uint64
 	// CacheEntries and CacheBytes are what the cache holds now (SMART:
 	// internal nodes; Sherman: internal pages). SMART and Sherman.
 	CacheEntries int
@@ -78,7 +83,8 @@ func (s Stats) Add(o Stats) Stats {
 		CacheStartsBelowRoot: s.CacheStartsBelowRoot + o.CacheStartsBelowRoot,
 		CacheLevelsSaved:     s.CacheLevelsSaved + o.CacheLevelsSaved,
 		CacheInvalidations:   s.CacheInvalidations + o.CacheInvalidations,
-		CacheEntries:         s.CacheEntries + o.CacheEntries, CacheBytes: s.CacheBytes + o.CacheBytes,
+		CachedInserts:        s.CachedInserts + o.CachedInserts, CachedInsertsLost: s.CachedInsertsLost + o.CachedInsertsLost,
+		CacheEntries: s.CacheEntries + o.CacheEntries, CacheBytes: s.CacheBytes + o.CacheBytes,
 		Retries: s.Retries + o.Retries, TornReads: s.TornReads + o.TornReads, TornUnderLock: s.TornUnderLock + o.TornUnderLock,
 		LeafSplits: s.LeafSplits + o.LeafSplits, InnerSplits: s.InnerSplits + o.InnerSplits,
 		RootGrowths: s.RootGrowths + o.RootGrowths, UnlinkedSplits: s.UnlinkedSplits + o.UnlinkedSplits,
@@ -110,6 +116,8 @@ func (s Stats) String() string {
 	add("starts-below-root", s.CacheStartsBelowRoot)
 	add("levels-saved", s.CacheLevelsSaved)
 	add("invalidations", s.CacheInvalidations)
+	add("cached-inserts", s.CachedInserts)
+	add("cached-inserts-lost", s.CachedInsertsLost)
 	add("cache-entries", uint64(s.CacheEntries))
 	add("cache-bytes", uint64(s.CacheBytes))
 	add("retries", s.Retries)

@@ -30,6 +30,7 @@ import (
 // root and the levels they skipped.
 type cacheCounters struct {
 	lookups, hits, starts, levelsSaved, invalidations atomic.Uint64
+	cachedInserts, cachedInsertsLost                  atomic.Uint64
 }
 
 // Stats returns the compute node's counters: the cache's (a hit is a point
@@ -44,6 +45,7 @@ func (t *Tree) Stats() index.Stats {
 		CacheLookups: c.lookups.Load(), CacheHits: c.hits.Load(),
 		CacheStartsBelowRoot: c.starts.Load(), CacheLevelsSaved: c.levelsSaved.Load(),
 		CacheInvalidations: c.invalidations.Load(), CacheEntries: st.Entries, CacheBytes: st.Bytes,
+		CachedInserts: c.cachedInserts.Load(), CachedInsertsLost: c.cachedInsertsLost.Load(),
 		TornUnderLock: t.tornLocked.Load(),
 		Delegated:     rd.Delegated, Combined: rd.Combined,
 		Retired: t.rstats.retired.Load(), Reused: t.rstats.reused.Load(), Renewals: t.rstats.renewals.Load(),
@@ -109,10 +111,10 @@ func (s *session) raiseCachedType(t nodeType) {
 	if e == nil {
 		return
 	}
-	slots := append(s.slotWords[:0], e.Slots()...)
-	slots[s.entryIdx] = uint64(slot(slots[s.entryIdx]).withType(t))
-	c := artcache.NewEntry(e.Addr, slots, e.Level())
-	c.Epoch = e.Epoch
+	c := e.WithSlot(s.entryIdx, uint64(slot(e.Slots()[s.entryIdx]).withType(t)))
+	if c == nil {
+		return
+	}
 	s.t.cache.Insert(s.enc[:s.entryPlen], c)
 	s.entry = c
 }
@@ -189,13 +191,7 @@ func (s *session) rememberChild(plen int, slots []uint64) bool {
 	if !ok {
 		return false
 	}
-	idx := -1
-	for i, w := range p.Slots() {
-		if sl := slot(w); sl.isChild() && !sl.isLeaf() && sl.partial() == s.enc[plen-1] && sl.addr() == n.addr {
-			idx = i
-			break
-		}
-	}
+	idx := childIndex(p, s.enc[plen-1], n.addr)
 	if idx < 0 {
 		return false
 	}
@@ -212,11 +208,24 @@ func (s *session) rememberChild(plen int, slots []uint64) bool {
 	return true
 }
 
-// rememberNew caches a NODE_4 this session just created and published, with
-// the given prefix and slots, by a CAS of cur's slot to repl. A node with
-// no compressed path goes into the cache entry of the node holding cur's
-// slot, if that entry still shows the slot as the CAS found it, together
-// with the new slot word (rememberChild); otherwise it gets an entry.
+// childIndex returns the index of the slot of p that names the node at
+// addr under partial key b, or -1.
+func childIndex(p *artcache.Entry, b byte, addr remote.Addr) int {
+	for i, w := range p.Slots() {
+		if sl := slot(w); sl.isChild() && !sl.isLeaf() && sl.partial() == b && sl.addr() == addr {
+			return i
+		}
+	}
+	return -1
+}
+
+// rememberNew caches a node this session just created and published, with
+// the given prefix and slots, by a CAS of cur's slot to repl (a split's
+// NODE_4, a moved node's successor). A node with no compressed path goes
+// into the cache entry of the node holding cur's slot, if that entry still
+// shows the slot as the CAS found it, together with the new slot word
+// (rememberChild); otherwise it gets an entry, and that parent entry takes
+// the new slot word.
 func (s *session) rememberNew(cur cursor, repl slot, prefix []byte, addr remote.Addr, level int, slots ...slot) {
 	t := s.t
 	if t.opts.CacheBytes < 0 {
@@ -226,17 +235,28 @@ func (s *session) rememberNew(cur cursor, repl slot, prefix []byte, addr remote.
 	for i, sl := range slots {
 		words[i] = uint64(sl)
 	}
-	if !t.opts.PaperNodes && len(prefix) == cur.depth && cur.depth > 0 && cur.node != 0 {
-		parent := prefix[:cur.depth-1]
-		idx := int(cur.addr-cur.node-nodeSlotsOff) / 8
-		if p, ok := t.cache.Get(parent); ok && p.Addr == uint64(cur.node) && idx < len(p.Slots()) && p.Slots()[idx] == uint64(cur.sl) {
-			if c := p.WithChild(idx, uint64(repl), words); c != nil {
-				t.cache.Insert(parent, c)
-				return
-			}
+	var parent *artcache.Entry
+	idx := -1
+	if cur.node != 0 && cur.depth > 0 {
+		i := int(cur.addr-cur.node-nodeSlotsOff) / 8
+		if p, ok := t.cache.Get(s.enc[:cur.depth-1]); ok && p.Addr == uint64(cur.node) && i < len(p.Slots()) && p.Slots()[i] == uint64(cur.sl) {
+			parent, idx = p, i
+		}
+	}
+	if parent != nil && !t.opts.PaperNodes && len(prefix) == cur.depth {
+		if c := parent.WithChild(idx, uint64(repl), words); c != nil {
+			t.cache.Insert(s.enc[:cur.depth-1], c)
+			return
 		}
 	}
 	e := artcache.NewEntry(uint64(addr), words, level)
 	e.Epoch = s.epoch
-	s.t.cache.Insert(prefix, e)
+	t.cache.Insert(prefix, e)
+	if parent != nil && len(parent.ChildSlots(idx)) == 0 {
+		// The parent's entry names the new node too (unless it keeps the
+		// slots of the node the slot named before: they would stay).
+		if c := parent.WithSlot(idx, uint64(repl)); c != nil {
+			t.cache.Insert(s.enc[:cur.depth-1], c)
+		}
+	}
 }

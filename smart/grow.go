@@ -121,9 +121,10 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	}
 	// M3: the new leaf and N', complete before the forward lands.
 	j := n.typ.capacity()
+	leaf := leafSlot(s.enc[d.pos], class, la)
 	succ, err := s.forward(ctx, &mv, n.rev, func() slot {
 		s.stage(la, leafImage(s.img, nodeSlotAddr(to, j), key, value, class, s.t.epoch()))
-		return leafSlot(s.enc[d.pos], class, la)
+		return leaf
 	})
 	if err != nil {
 		return false, cur, err
@@ -134,7 +135,12 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 		s.dropUnlinked(la, class)
 		return false, cur, s.dropNode(to, nt, errRestart)
 	}
-	_, err = s.completeMove(ctx, &mv, n.rev, cur.sl)
+	published, err := s.completeMove(ctx, &mv, n.rev, cur.sl)
+	if err == nil && published && mv.toRev == cur.addr {
+		// Linked at the slot that led here: cache N' as published, so that
+		// the next operation through it does not meet N's forward.
+		s.rememberNew(cur, nodeSlot(cur.sl.partial(), nt, to), s.enc[:d.pos], to, cur.level, append(mv.slots, leaf)...)
+	}
 	return true, cur, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -259,9 +260,10 @@ func TestPlacementSpreadsByRoom(t *testing.T) {
 }
 
 // TestChainPlacement: the first node of a split's chain goes to the memory
-// nodes in turn when it becomes a child of the root, and on the memory node
-// of the slot that links it further down (so that the chain's WRITEs share
-// the CAS's round trip; allocNear's fallback when that node is full is
+// node its partial key picks when it becomes a child of the root, and on
+// the memory node of the slot that links it further down (so that the
+// chain's WRITEs share the CAS's round trip) unless the compute node placed
+// more than its share there (allocNear's fallback when that node is full is
 // TestPlacementFallsBack's).
 func TestChainPlacement(t *testing.T) {
 	ctx := context.Background()
@@ -271,16 +273,22 @@ func TestChainPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.release(s)
-	seen := map[int]bool{}
-	for range 4 {
-		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(remote.MakeAddr(0, 4096), 3), depth: 1})
+	root := remote.MakeAddr(0, 4096)
+	for b := range 8 {
+		s.enc = append(s.enc[:0], byte(b), 'x', 0)
+		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(root, b), node: root, depth: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		seen[a.MN()] = true
+		if a.MN() != b%4 {
+			t.Errorf("the root's child under %#02x went to memory node %d, want %d", b, a.MN(), b%4)
+		}
 	}
-	if len(seen) != 4 {
-		t.Errorf("four children of the root went to memory nodes %v, want all four", seen)
+	// Below the root's children a chain stays on its slot's memory node
+	// while this compute node's bytes are spread evenly, and goes to the
+	// memory node with the fewest once one has more than its share.
+	for i := range tr.placed {
+		tr.placed[i].Store(1000)
 	}
 	for mn := range 4 {
 		node := remote.MakeAddr(mn, 4096)
@@ -291,5 +299,50 @@ func TestChainPlacement(t *testing.T) {
 		if a.MN() != mn {
 			t.Errorf("a chain under a slot on memory node %d went to %d", mn, a.MN())
 		}
+	}
+	for i, p := range []uint64{2000, 1500, 900, 1000} {
+		tr.placed[i].Store(p)
+	}
+	for _, tc := range []struct{ slot, want int }{{0, 2}, {1, 2}, {2, 2}, {3, 3}} {
+		node := remote.MakeAddr(tc.slot, 4096)
+		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(node, 3), node: node, depth: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.MN() != tc.want {
+			t.Errorf("placed %v: a chain under a slot on memory node %d went to %d, want %d", tr.placed, tc.slot, a.MN(), tc.want)
+		}
+	}
+}
+
+// TestPlacementBalancesSkewedKeys loads keys that all share their first
+// bytes, so that the root has one child and every subtree hangs below it:
+// the memory nodes must still take about as many bytes each (lighter). With
+// chains always on their slot's memory node, the root child's took them all.
+func TestPlacementBalancesSkewedKeys(t *testing.T) {
+	ctx := context.Background()
+	tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 64 << 20, ChunkBytes: 64 << 10}, Options{})
+	seed := testseed.Seed(t)
+	r := rand.New(rand.NewPCG(seed, seed))
+	before, err := p.MemoryUsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20000 {
+		k := fmt.Appendf(nil, "user%07d", r.IntN(10_000_000))
+		if err := tr.Put(ctx, k, k[4:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := p.MemoryUsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := float64(after[0]-before[0]), float64(after[1]-before[1])
+	if ratio := max(a, b) / min(a, b); ratio > 1.25 {
+		t.Errorf("memory nodes took %.0f and %.0f bytes (%.2f:1), want at most 1.25:1", a, b, ratio)
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

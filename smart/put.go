@@ -63,6 +63,10 @@ func (s *session) put(ctx context.Context, key []byte) error {
 	if err != nil {
 		return err
 	}
+	done, cur, err := s.insertCached(ctx, cur, key)
+	if err != nil || done {
+		return err
+	}
 	for {
 		d, err := s.descend(ctx, s.enc, cur)
 		if err != nil {

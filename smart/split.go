@@ -91,6 +91,9 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 		}
 		got := slot(ops[len(ops)-1].Old)
 		if got.isEmpty() {
+			if sn, ok := s.snapshotOf(d.pos, n.addr); ok {
+				s.cacheInserted(sn, j, want)
+			}
 			if j >= n.h.nodeType().capacity() {
 				return true, d.cur, s.raiseType(context.WithoutCancel(ctx), d.cur, n.addr, n.h, typeFor(j))
 			}
@@ -239,18 +242,24 @@ func (s *session) dropChain(c chain) {
 	s.dropUnlinked(c.leaf, c.leafClass)
 }
 
-// chainAlloc allocates the first node of a split's chain at cur. Children
-// of the root go to the memory nodes in turn, so that the tree's subtrees
-// spread over them; a chain further down goes on the memory node of the
-// slot that links it, when it has room, so that the slot's CAS can share
-// the round trip of the chain's WRITEs (a WRITE to another memory node must
-// complete before the CAS is posted, I3): its subtree is a 1/256th or less
-// of the key space.
+// chainAlloc allocates the first node of a split's chain at cur. A child
+// of the root goes to the memory node its partial key picks (b mod the
+// number of memory nodes: the same on every compute node, whatever the
+// timing), so that the tree's subtrees spread over them evenly for uniform
+// keys; a chain further down goes on the memory node of the slot that links
+// it, so that the slot's CAS can share the round trip of the chain's WRITEs
+// (a WRITE to another memory node must complete before the CAS is posted,
+// I3), unless this compute node has placed more than its share there
+// (lighter: subtrees differ in size when keys are not uniform) or it is
+// short of room (allocNear).
 func (s *session) chainAlloc(ctx context.Context, cur cursor) (remote.Addr, error) {
-	if cur.depth < 2 { // the root's slots (and the root slot)
-		return s.c.AllocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
+	switch cur.depth {
+	case 0: // the root slot
+		return s.allocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
+	case 1: // the root's slots: by partial key, the same on every compute node
+		return s.allocNear(ctx, int(s.enc[0])%len(s.t.placed), s.t.nodeAlloc(node4), addrAlign)
 	}
-	return s.allocNear(ctx, cur.addr.MN(), s.t.nodeAlloc(node4), addrAlign)
+	return s.allocNear(ctx, s.t.lighter(cur.addr.MN()), s.t.nodeAlloc(node4), addrAlign)
 }
 
 // chain is the new structure of a leaf split, staged in the session.
@@ -444,7 +453,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	m := d.mismatchAt
 	pos := cur.depth + m
 	nodeAddr, h, typ := n.addr, n.h, n.typ
-	ma, err := s.c.AllocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
+	ma, err := s.allocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
 	if err != nil {
 		return false, cur, err
 	}

@@ -17,15 +17,19 @@ import (
 // Tree is a SMART tree opened on one compute node. It implements Index and
 // is safe for concurrent use by many goroutines.
 type Tree struct {
-	cn          *remote.ComputeNode
-	opts        Options
-	rootSlot    remote.Addr
-	nodeBytes   int64 // size of a memory node: no leaf may be larger
+	cn        *remote.ComputeNode
+	opts      Options
+	rootSlot  remote.Addr
+	nodeBytes int64 // size of a memory node: no leaf may be larger
+	// placed counts the bytes this compute node allocated on each memory
+	// node (frees not subtracted): chainAlloc balances by it.
+	placed      []atomic.Uint64
 	retryBudget int
 	closed      atomic.Bool
 	rd          *rdwc.Table // read delegation and write combining
 	cache       *artcache.Cache
 	cstats      cacheCounters
+	odds        insertOdds    // whether inserting on a snapshot pays (insertCached)
 	rootHint    atomic.Uint64 // last root slot value read
 	// tornLocked counts leaves found torn right after their lock was
 	// taken: the previous holder's WRITE was still landing (invariant I7).
@@ -142,6 +146,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	}
 	t.rootSlot = region
 	t.nodeBytes = p.Config().NodeBytes
+	t.placed = make([]atomic.Uint64, p.MemoryNodes())
 	if err := s.initRoot(ctx, region); err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
@@ -185,7 +190,7 @@ func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
 	if !s.t.opts.PaperNodes {
 		typ = node256
 	}
-	a, err := s.c.AllocOn(ctx, -1, s.t.nodeAlloc(typ), addrAlign)
+	a, err := s.allocOn(ctx, -1, s.t.nodeAlloc(typ), addrAlign)
 	if err != nil {
 		return err
 	}

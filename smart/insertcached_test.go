@@ -1,0 +1,116 @@
+package smart
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// TestInsertFromCache drives each outcome of an insert decided on the
+// cache's snapshot of the key's node (insertCached): won (one round trip,
+// and the next Get of the key one round trip), lost to another key (the
+// node is read: three), lost to the same byte (the insert goes on at that
+// slot and splits its leaf), a full node (no try: it moves), a node found
+// by its own entry under a compressed path, and a node moved by another
+// compute node (frozen slots). Then it makes the snapshots go stale on
+// every insert and checks that the tree stops trying, but for probes.
+func TestInsertFromCache(t *testing.T) {
+	for _, hash := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hash=%v", hash), func(t *testing.T) {
+			ctx := t.Context()
+			opts := Options{HashCache: hash}
+			tr, p := newTree(t, remote.Config{MemoryNodes: 1}, opts)
+			other, err := Open(p.NewComputeNode(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			put := func(x *Tree, k string) (rtt uint64, won, lost int) {
+				t.Helper()
+				rt, st := x.cn.Stats().RoundTrips, x.Stats()
+				if err := x.Put(ctx, []byte(k), []byte("v"+k)); err != nil {
+					t.Fatalf("Put(%q): %v", k, err)
+				}
+				keys = append(keys, k)
+				after := x.Stats()
+				return x.cn.Stats().RoundTrips - rt, int(after.CachedInserts - st.CachedInserts), int(after.CachedInsertsLost - st.CachedInsertsLost)
+			}
+			get := func(x *Tree, k string) uint64 {
+				t.Helper()
+				rt := x.cn.Stats().RoundTrips
+				v, ok, err := x.Get(ctx, []byte(k))
+				if err != nil || !ok || string(v) != "v"+k {
+					t.Fatalf("Get(%q) = %q, %v, %v", k, v, ok, err)
+				}
+				return x.cn.Stats().RoundTrips - rt
+			}
+			check := func(step string, x *Tree, k string, rtt uint64, won, lost int) {
+				t.Helper()
+				gotRTT, gotWon, gotLost := put(x, k)
+				if (rtt != 0 && gotRTT != rtt) || gotWon != won || gotLost != lost {
+					t.Errorf("%s: Put(%q) took %d round trips, %d won, %d lost; want %d, %d, %d (0 round trips: any)",
+						step, k, gotRTT, gotWon, gotLost, rtt, won, lost)
+				}
+			}
+			for _, k := range []string{"ka", "kb", "kc", "kd", "ke"} { // a NODE_16 under 'k'
+				put(tr, k)
+			}
+
+			check("won", tr, "kf", 1, 1, 0)
+			if rtt := get(tr, "kf"); rtt != 1 {
+				t.Errorf("Get of the key just inserted from the snapshot took %d round trips, want 1", rtt)
+			}
+			check("won again", tr, "kg", 1, 1, 0)
+
+			put(other, "kh") // takes the slot tr's snapshot ends before
+			check("lost to another key", tr, "ki", 3, 0, 1)
+			if rtt := get(tr, "kh"); rtt != 1 {
+				t.Errorf("Get after the node was read again took %d round trips, want 1", rtt)
+			}
+
+			put(other, "kj")
+			check("lost to the same byte", tr, "kjx", 0, 0, 1)
+
+			for _, k := range []string{"ma", "mb", "mc", "md"} { // a full NODE_4 under 'm'
+				put(tr, k)
+			}
+			check("full node", tr, "me", 0, 0, 0)
+
+			put(tr, "pqra") // a node with the compressed path "qr", an entry of its own
+			put(tr, "pqrb")
+			check("own entry", tr, "pqrc", 1, 1, 0)
+
+			for _, k := range []string{"sa", "sb", "sc"} {
+				put(tr, k)
+			}
+			put(other, "sd")
+			put(other, "se") // the NODE_4 moves: tr's snapshot names frozen slots
+			check("moved node", tr, "sf", 0, 0, 1)
+
+			// Another compute node inserts before every insert of tr: each
+			// snapshot is one slot stale, and the tree stops trying.
+			before := tr.Stats()
+			const n = 64
+			for i := range n {
+				put(other, fmt.Sprintf("u%02do", i))
+				put(tr, fmt.Sprintf("u%02dt", i))
+			}
+			st := tr.Stats()
+			tries := int(st.CachedInserts - before.CachedInserts + st.CachedInsertsLost - before.CachedInsertsLost)
+			if lost := st.CachedInsertsLost - before.CachedInsertsLost; lost == 0 || tries > 2*oddsBound+n/oddsProbe+1 {
+				t.Errorf("%d inserts on stale snapshots: %d tries, %d lost; want some lost and at most %d tries",
+					n, tries, lost, 2*oddsBound+n/oddsProbe+1)
+			}
+
+			for _, k := range keys {
+				get(tr, k)
+				get(other, k)
+			}
+			if err := tr.Verify(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s", tr.Stats())
+		})
+	}
+}
