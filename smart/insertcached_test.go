@@ -92,9 +92,9 @@ func TestInsertFromCache(t *testing.T) {
 			// snapshot is one slot stale, and the tree stops trying.
 			before := tr.Stats()
 			const n = 64
-			for i := range n {
-				put(other, fmt.Sprintf("u%02do", i))
-				put(tr, fmt.Sprintf("u%02dt", i))
+			for i := range n { // one node under 'w' that both fill, in turns
+				put(other, string([]byte{'w', byte(2 + 2*i)}))
+				put(tr, string([]byte{'w', byte(3 + 2*i)}))
 			}
 			st := tr.Stats()
 			tries := int(st.CachedInserts - before.CachedInserts + st.CachedInsertsLost - before.CachedInsertsLost)
