@@ -73,7 +73,7 @@ func (s *session) snapshotOf(plen int, addr remote.Addr) (snapshot, bool) {
 // Options.PaperNodes a slot past the header's type must raise it, and
 // the snapshot has no header.
 func (s *session) insertCached(ctx context.Context, cur cursor, key []byte) (bool, cursor, error) {
-	if s.t.opts.PaperNodes || s.t.opts.LockedInternal {
+	if s.t.opts.PaperNodes || s.t.opts.LockedInternal || s.t.opts.NoCachedInserts {
 		return false, cur, nil
 	}
 	sn, ok := s.snapshotBelow(cur)

@@ -14,7 +14,8 @@ import (
 // slot and splits its leaf), a full node (no try: it moves), a node found
 // by its own entry under a compressed path, and a node moved by another
 // compute node (frozen slots). Then it makes the snapshots go stale on
-// every insert and checks that the tree stops trying, but for probes.
+// every insert and checks that the tree stops trying, but for probes; and
+// that Options.NoCachedInserts never tries.
 func TestInsertFromCache(t *testing.T) {
 	for _, hash := range []bool{false, true} {
 		t.Run(fmt.Sprintf("hash=%v", hash), func(t *testing.T) {
@@ -112,5 +113,19 @@ func TestInsertFromCache(t *testing.T) {
 			}
 			t.Logf("%s", tr.Stats())
 		})
+	}
+	// With NoCachedInserts the insert reads its node: two round trips.
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 1}, Options{NoCachedInserts: true})
+	for _, k := range []string{"ka", "kb", "kc", "kd", "ke", "kf"} {
+		rt := tr.cn.Stats().RoundTrips
+		if err := tr.Put(t.Context(), []byte(k), []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+		if k == "kf" && tr.cn.Stats().RoundTrips-rt != 2 {
+			t.Errorf("NoCachedInserts: Put(%q) took %d round trips, want 2", k, tr.cn.Stats().RoundTrips-rt)
+		}
+	}
+	if st := tr.Stats(); st.CachedInserts+st.CachedInsertsLost != 0 {
+		t.Errorf("NoCachedInserts: %s", st)
 	}
 }

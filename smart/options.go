@@ -48,6 +48,12 @@ type Options struct {
 	NoReadDelegation bool
 	// NoWriteCombining disables write combining among the node's clients.
 	NoWriteCombining bool
+	// NoCachedInserts makes every insert of a new key read its node first,
+	// as the paper does, instead of trying the CAS on the cache's snapshot
+	// of the node (one round trip fewer when the snapshot is fresh;
+	// docs/smart-protocol.md). It is local to the compute node. Inserts
+	// are never tried on snapshots with PaperNodes or LockedInternal.
+	NoCachedInserts bool
 	// HashCache indexes the cache by a hash of the node prefix instead of a
 	// local ART.
 	HashCache bool

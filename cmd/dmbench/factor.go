@@ -22,8 +22,10 @@ import (
 // lock comes in two steps: the release as a second WRITE in the data's
 // batch (which saves the third round trip), then the release inside the
 // data WRITE (which saves a verb per update). The paper's steps keep its
-// 256-slot internal nodes (PaperNodes); the last step is this project's
-// departure, nodes allocated by size class (docs/smart-node-growth.md).
+// 256-slot internal nodes (PaperNodes); the last two steps are this
+// project's departures: nodes allocated by size class
+// (docs/smart-node-growth.md), then inserts of new keys decided on the
+// cache's snapshot of their node (docs/smart-protocol.md).
 var factorSteps = []struct {
 	name string
 	opts smart.Options
@@ -35,7 +37,8 @@ var factorSteps = []struct {
 	{"+rear-embedded lock", smart.Options{PaperNodes: true, NoReadDelegation: true, NoWriteCombining: true}},
 	{"+read delegation", smart.Options{PaperNodes: true, NoWriteCombining: true}},
 	{"+write combining", smart.Options{PaperNodes: true}},
-	{"+nodes by size class", smart.Options{}},
+	{"+nodes by size class", smart.Options{NoCachedInserts: true}},
+	{"+inserts on cached snapshots", smart.Options{}},
 }
 
 // smartWith returns the Opener of SMART with the given switches (a
