@@ -1,6 +1,7 @@
 package smart
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -127,5 +128,79 @@ func TestInsertFromCache(t *testing.T) {
 	}
 	if st := tr.Stats(); st.CachedInserts+st.CachedInsertsLost != 0 {
 		t.Errorf("NoCachedInserts: %s", st)
+	}
+}
+
+// TestFollowForward: a search that reaches, through a cached slot, a node
+// that moved out (another compute node grew it) reads its successor from
+// the forward instead of waiting and starting again: three round trips
+// (the old node, the successor, the leaf), and the cache entry takes the
+// successor, so the next search takes one. The same entry found stale
+// again right after it was patched is dropped instead.
+func TestFollowForward(t *testing.T) {
+	ctx := t.Context()
+	tr, p := newTree(t, remote.Config{MemoryNodes: 1}, Options{})
+	other, err := Open(p.NewComputeNode(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(c, b byte) []byte { return []byte{c, b} }
+	put := func(k []byte) {
+		t.Helper()
+		if err := other.Put(ctx, k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(k []byte) uint64 {
+		t.Helper()
+		rt := tr.cn.Stats().RoundTrips
+		v, ok, err := tr.Get(ctx, k)
+		if err != nil || !ok || !bytes.Equal(v, k) {
+			t.Fatalf("Get(%q) = %q, %v, %v", k, v, ok, err)
+		}
+		return tr.cn.Stats().RoundTrips - rt
+	}
+	// A NODE_4 kept in the root's entry, then two NODE_16s with entries
+	// of their own (more than artcache.MaxChildSlots slots).
+	for b := byte('a'); b < 'e'; b++ {
+		put(key('c', b))
+	}
+	for b := byte('a'); b < 'a'+16; b++ {
+		put(key('k', b))
+		put(key('m', b))
+	}
+	for _, c := range []byte{'c', 'k', 'm'} {
+		for b := byte('a'); b < 'e'; b++ {
+			get(key(c, b))
+		}
+	}
+	put(key('c', 'e')) // moves to a NODE_16
+	if rtt := get(key('c', 'e')); rtt != 3 {
+		t.Errorf("Get through a moved node took %d round trips, want 3", rtt)
+	}
+	if rtt := get(key('c', 'e')); rtt != 1 {
+		t.Errorf("the next Get took %d round trips, want 1", rtt)
+	}
+	put(key('k', 'q')) // both move to NODE_32s
+	put(key('m', 'q'))
+	if rtt := get(key('k', 'q')); rtt != 3 {
+		t.Errorf("Get through a moved node with an entry of its own took %d round trips, want 3", rtt)
+	}
+	if _, ok := tr.cache.Get(nil); !ok {
+		t.Fatal("the root's entry is not cached")
+	}
+	if rtt := get(key('m', 'q')); rtt != 3 {
+		t.Errorf("the second Get through a moved node took %d round trips, want 3", rtt)
+	}
+	if e, ok := tr.cache.Get(nil); ok {
+		t.Errorf("the root's entry, patched and found stale again, is still cached (%d slots)", len(e.Slots()))
+	}
+	for _, c := range []byte{'c', 'k', 'm'} {
+		for b := byte('a'); b < 'e'; b++ {
+			get(key(c, b))
+		}
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

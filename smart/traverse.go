@@ -3,7 +3,10 @@ package smart
 import (
 	"context"
 	"encoding/binary"
+	"slices"
+	"sync"
 
+	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -82,6 +85,10 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 	n.rev = remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
 	n.h = header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
 	if n.h.isForwarded() {
+		if cur.cached && n.rev == 0 && !s.t.opts.PaperNodes {
+			s.moved = nodeSlot(cur.sl.partial(), n.h.nodeType().grown(), n.h.successor())
+			return false, nil
+		}
 		return false, s.movingRestart(ctx, cur, n.addr)
 	}
 	ht := n.h.nodeType()
@@ -174,9 +181,14 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 		if !cur.sl.isChild() {
 			return descent{}, corruptf("slot %v at %v leads nowhere", cur.sl, cur.addr)
 		}
+		s.moved = 0
 		ok, err := s.readNode(ctx, cur)
 		if err != nil {
 			return descent{}, err
+		}
+		if s.moved != 0 {
+			cur = s.followForward(cur)
+			continue
 		}
 		if !ok || s.stale(cur, s.node.rev) {
 			if cur, err = s.reread(ctx, cur); err != nil {
@@ -207,6 +219,65 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 		}
 		cur = cursor{addr: n.slotAddr(i), sl: n.slots[i], depth: depth + 1, level: cur.level + 1, node: n.addr}
 	}
+}
+
+// followForward returns cur, a cached slot whose node readNode found moved out
+// and unlinked (a forwarded header and a nil reverse pointer: M6 of the
+// move is done, so M5 linked the successor), holding s.moved instead: the
+// slot as the move left it, naming the successor with the grown type. It
+// is a guess, as cached as cur was: the successor's reverse pointer must
+// name cur's slot (stale), or the slot is read (a parent that moved, or a
+// successor that moved on). A chain of moves is followed one forward at a
+// time, at most four (nodeType.grown). The cache entry the traversal
+// started from takes the guess if cur is its slot; the words it keeps for
+// the old node stay, an older snapshot of the successor, whose slots a
+// move copies to the same indexes.
+//
+// Without it a reader that meets a moved node through its cache waited
+// for the move, dropped the entry and started again from the root.
+func (s *session) followForward(cur cursor) cursor {
+	guess := cur
+	guess.sl, guess.confirmed = s.moved, false
+	s.moved = 0
+	e := s.entry
+	if e == nil || cur.node != remote.Addr(e.Addr) || cur.addr != nodeSlotAddr(cur.node, s.entryIdx) || e.Slots()[s.entryIdx] != uint64(cur.sl) {
+		return guess
+	}
+	if s.t.patched.has(e) {
+		// Patched recently and stale again: the node changes under the
+		// snapshot (a young tree filling), so read it afresh instead.
+		s.dropEntry()
+		return guess
+	}
+	if c := e.WithSlot(s.entryIdx, uint64(guess.sl)); c != nil {
+		s.t.cache.Insert(s.enc[:s.entryPlen], c)
+		s.entry = c
+		s.t.patched.add(c)
+	}
+	return guess
+}
+
+// patchRing remembers the cache entries followForward patched last, so
+// that an entry found stale again soon after is dropped, not patched again.
+type patchRing struct {
+	mu      sync.Mutex
+	entries [patchRingSize]*artcache.Entry
+	next    int
+}
+
+const patchRingSize = 64
+
+func (r *patchRing) has(e *artcache.Entry) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.entries[:], e)
+}
+
+func (r *patchRing) add(e *artcache.Entry) {
+	r.mu.Lock()
+	r.entries[r.next] = e
+	r.next = (r.next + 1) % patchRingSize
+	r.mu.Unlock()
 }
 
 // reread reads cur's slot again after finding it stale. A slot that read

@@ -30,6 +30,7 @@ type Tree struct {
 	cache       *artcache.Cache
 	cstats      cacheCounters
 	odds        insertOdds    // whether inserting on a snapshot pays (insertCached)
+	patched     patchRing     // entries followForward patched last
 	rootHint    atomic.Uint64 // last root slot value read
 	// tornLocked counts leaves found torn right after their lock was
 	// taken: the previous holder's WRITE was still landing (invariant I7).
