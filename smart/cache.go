@@ -3,6 +3,7 @@ package smart
 import (
 	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/dmindex/dmindex/artcache"
@@ -259,4 +260,27 @@ func (s *session) rememberNew(cur cursor, repl slot, prefix []byte, addr remote.
 			t.cache.Insert(s.enc[:cur.depth-1], c)
 		}
 	}
+}
+
+// patchRing remembers the cache entries followForward patched last, so
+// that an entry found stale again soon after is dropped, not patched again.
+type patchRing struct {
+	mu      sync.Mutex
+	entries [patchRingSize]*artcache.Entry
+	next    int
+}
+
+const patchRingSize = 64
+
+func (r *patchRing) has(e *artcache.Entry) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.entries[:], e)
+}
+
+func (r *patchRing) add(e *artcache.Entry) {
+	r.mu.Lock()
+	r.entries[r.next] = e
+	r.next = (r.next + 1) % patchRingSize
+	r.mu.Unlock()
 }

@@ -3,10 +3,7 @@ package smart
 import (
 	"context"
 	"encoding/binary"
-	"slices"
-	"sync"
 
-	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -255,29 +252,6 @@ func (s *session) followForward(cur cursor) cursor {
 		s.t.patched.add(c)
 	}
 	return guess
-}
-
-// patchRing remembers the cache entries followForward patched last, so
-// that an entry found stale again soon after is dropped, not patched again.
-type patchRing struct {
-	mu      sync.Mutex
-	entries [patchRingSize]*artcache.Entry
-	next    int
-}
-
-const patchRingSize = 64
-
-func (r *patchRing) has(e *artcache.Entry) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Contains(r.entries[:], e)
-}
-
-func (r *patchRing) add(e *artcache.Entry) {
-	r.mu.Lock()
-	r.entries[r.next] = e
-	r.next = (r.next + 1) % patchRingSize
-	r.mu.Unlock()
 }
 
 // reread reads cur's slot again after finding it stale. A slot that read
