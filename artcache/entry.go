@@ -142,20 +142,13 @@ func (e *Entry) WithChild(idx int, word uint64, slots []uint64) *Entry {
 // largest allocation an entry has.
 func (e *Entry) WithSlot(idx int, word uint64) *Entry {
 	own := e.Slots()
-	n := len(own)
-	if idx == n {
-		n++
-	}
-	if idx < 0 || idx >= n || n > MaxSlots || len(e.words())+n-len(own) > slotRoomMax {
+	n := max(len(own), idx+1) // the slots of the copy
+	if idx < 0 || n > len(own)+1 || n > MaxSlots || len(e.words())+n-len(own) > slotRoomMax {
 		return nil
 	}
 	var buf [slotRoomMax]uint64
-	words := append(buf[:0], own...)
-	if idx == len(own) {
-		words = append(words, word)
-	} else {
-		words[idx] = word
-	}
+	words := append(buf[:0], own...)[:n]
+	words[idx] = word
 	return e.copyWith(e.appendChildren(words, -1), n)
 }
 

@@ -105,19 +105,26 @@ func (s *session) stale(cur cursor, rev remote.Addr) bool {
 // from by a copy whose starting slot carries node type t: the node it
 // names switched type in place since the entry was read, and without the
 // copy every traversal through the entry would read the node twice (the
-// slots its stale type covers, then the rest). The copy keeps the entry's
-// epoch stamp: its other slot words are as old as before (I8).
+// slots its stale type covers, then the rest).
 func (s *session) raiseCachedType(t nodeType) {
-	e := s.entry
-	if e == nil {
-		return
+	if e := s.entry; e != nil {
+		s.patchEntry(slot(e.Slots()[s.entryIdx]).withType(t))
 	}
-	c := e.WithSlot(s.entryIdx, uint64(slot(e.Slots()[s.entryIdx]).withType(t)))
+}
+
+// patchEntry replaces the cache entry the current traversal started from
+// (not nil) by a copy whose starting slot holds sl, makes the copy the
+// starting entry and returns it (nil if it does not fit an entry). The copy
+// keeps the entry's epoch stamp: its other slot words are as old as before
+// (I8).
+func (s *session) patchEntry(sl slot) *artcache.Entry {
+	c := s.entry.WithSlot(s.entryIdx, uint64(sl))
 	if c == nil {
-		return
+		return nil
 	}
 	s.t.cache.Insert(s.enc[:s.entryPlen], c)
 	s.entry = c
+	return c
 }
 
 // dropEntry drops the cache entry the current traversal started from.

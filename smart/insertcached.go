@@ -141,9 +141,6 @@ func (s *session) cacheInserted(sn snapshot, j int, word slot) {
 		return
 	}
 	prefix := s.enc[:sn.plen-1]
-	if len(sn.words) >= artcache.MaxChildSlots {
-		return
-	}
 	if cur, ok := s.t.cache.Get(prefix); ok && cur == sn.entry {
 		words := append(append(s.slotWords[:0], sn.words...), uint64(word))
 		if c := sn.entry.WithChild(sn.child, sn.entry.Slots()[sn.child], words); c != nil {

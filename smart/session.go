@@ -39,7 +39,6 @@ type session struct {
 	entryPlen int
 	entryIdx  int // the slot of entry the traversal started from
 	slotWords [256]uint64
-	moved     slot     // readNode: the slot that names a moved node's successor (followForward)
 	retries   int      // re-reads in the current attempt
 	waits     int      // waits for other clients' changes in the current operation
 	nodeReads int      // internal nodes and slots read remotely in the current operation

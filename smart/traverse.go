@@ -83,8 +83,7 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 	n.h = header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
 	if n.h.isForwarded() {
 		if cur.cached && n.rev == 0 && !s.t.opts.PaperNodes {
-			s.moved = nodeSlot(cur.sl.partial(), n.h.nodeType().grown(), n.h.successor())
-			return false, nil
+			return false, nil // a finished move: descend follows the forward
 		}
 		return false, s.movingRestart(ctx, cur, n.addr)
 	}
@@ -178,12 +177,11 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 		if !cur.sl.isChild() {
 			return descent{}, corruptf("slot %v at %v leads nowhere", cur.sl, cur.addr)
 		}
-		s.moved = 0
 		ok, err := s.readNode(ctx, cur)
 		if err != nil {
 			return descent{}, err
 		}
-		if s.moved != 0 {
+		if !ok && s.node.h.isForwarded() {
 			cur = s.followForward(cur)
 			continue
 		}
@@ -219,9 +217,9 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 }
 
 // followForward returns cur, a cached slot whose node readNode found moved out
-// and unlinked (a forwarded header and a nil reverse pointer: M6 of the
-// move is done, so M5 linked the successor), holding s.moved instead: the
-// slot as the move left it, naming the successor with the grown type. It
+// and unlinked (s.node: a forwarded header and a nil reverse pointer: M6 of
+// the move is done, so M5 linked the successor), holding instead the slot
+// as the move left it, naming the successor with the grown type. It
 // is a guess, as cached as cur was: the successor's reverse pointer must
 // name cur's slot (stale), or the slot is read (a parent that moved, or a
 // successor that moved on). A chain of moves is followed one forward at a
@@ -234,8 +232,7 @@ func (s *session) descend(ctx context.Context, enc []byte, cur cursor) (descent,
 // for the move, dropped the entry and started again from the root.
 func (s *session) followForward(cur cursor) cursor {
 	guess := cur
-	guess.sl, guess.confirmed = s.moved, false
-	s.moved = 0
+	guess.sl, guess.confirmed = nodeSlot(cur.sl.partial(), s.node.h.nodeType().grown(), s.node.h.successor()), false
 	e := s.entry
 	if e == nil || cur.node != remote.Addr(e.Addr) || cur.addr != nodeSlotAddr(cur.node, s.entryIdx) || e.Slots()[s.entryIdx] != uint64(cur.sl) {
 		return guess
@@ -246,9 +243,7 @@ func (s *session) followForward(cur cursor) cursor {
 		s.dropEntry()
 		return guess
 	}
-	if c := e.WithSlot(s.entryIdx, uint64(guess.sl)); c != nil {
-		s.t.cache.Insert(s.enc[:s.entryPlen], c)
-		s.entry = c
+	if c := s.patchEntry(guess.sl); c != nil {
 		s.t.patched.add(c)
 	}
 	return guess
