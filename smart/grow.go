@@ -45,16 +45,6 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	if n.typ >= node256 {
 		return false, cur, corruptf("node %v: NODE_256 full without partial key %#02x", n.addr, s.enc[d.pos])
 	}
-	if cur.cached {
-		// The move publishes at the slot that led here: read it first. If
-		// it still names N as this traversal read it, the read of N stands
-		// (the mark below fails if N changed since), so move on.
-		fresh, err := s.reread(ctx, cur)
-		if err != nil || fresh.sl != cur.sl {
-			return false, fresh, err
-		}
-		cur = fresh
-	}
 	if n.rev&revMoving != 0 {
 		// A header split or another move of N is under way: wait for it
 		// (and repair it after a lease), then start again.
@@ -67,6 +57,15 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 		// The node's reverse pointer does not name the slot that led here:
 		// a split or a move above is unfinished. The move publishes at the
 		// slot the reverse pointer names, so let that finish first.
+		//
+		// When it does name it, the slot need not be read even if it came
+		// from the cache: an unflagged reverse pointer only ever names a
+		// slot that links N, frozen or not (a header split or a move of N
+		// flags it before the slot changes, a parent's move re-points it at
+		// the parent's copy of the slot, M6 clears it), and the mark below
+		// succeeds only on the pointer this traversal read. The publish
+		// compares with the slot value the traversal came through and reads
+		// the slot when that fails (completeMove).
 		if _, err := s.unfinishedMove(ctx, cur, n.rev); err != nil {
 			return false, cur, err
 		}
