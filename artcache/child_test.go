@@ -1,8 +1,11 @@
 package artcache
 
 import (
+	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/dmindex/dmindex/internal/testseed"
 )
 
 // TestWithChild adds, replaces and looks up the slots of children kept in
@@ -143,5 +146,58 @@ func TestWithSlot(t *testing.T) {
 		if e.WithSlot(idx, 1) != nil {
 			t.Errorf("WithSlot(%d) accepted", idx)
 		}
+	}
+}
+
+// TestSlotIndex: an entry of more than indexedSlots slots finds a partial
+// key through its index, as a scan of its slots would (the first non-empty
+// slot of the key), after NewEntry and after every kind of copy. Partial
+// keys repeat and slots are empty at random, which no node holds but a
+// scan answers all the same.
+func TestSlotIndex(t *testing.T) {
+	seed := testseed.Seed(t)
+	r := rand.New(rand.NewPCG(seed, 1))
+	scan := func(e *Entry, b byte) int {
+		for i, w := range e.Slots() {
+			if w != 0 && byte(w) == b {
+				return i
+			}
+		}
+		return -1
+	}
+	check := func(what string, e *Entry) {
+		t.Helper()
+		if e == nil {
+			t.Fatalf("%s: nil", what)
+		}
+		if (e.index() != nil) != (len(e.Slots()) > indexedSlots) {
+			t.Fatalf("%s: %d slots, indexed %v", what, len(e.Slots()), e.index() != nil)
+		}
+		for b := range 256 {
+			if got, want := e.slot(byte(b)), scan(e, byte(b)); got != want {
+				t.Fatalf("%s (%d slots): slot(%#02x) = %d, want %d", what, len(e.Slots()), b, got, want)
+			}
+		}
+	}
+	for range 200 {
+		n := indexedSlots - 2 + r.IntN(MaxSlots-indexedSlots+3)
+		slots := make([]uint64, n)
+		for i := range slots {
+			if r.IntN(8) > 0 {
+				slots[i] = uint64(r.IntN(256)) | r.Uint64N(1<<20)<<8
+			}
+		}
+		e := NewEntry(64, slots, 1)
+		check("NewEntry", e)
+		i := r.IntN(n)
+		check("WithSlot (replaced)", e.WithSlot(i, uint64(r.IntN(256))|1<<8))
+		if n < MaxSlots {
+			check("WithSlot (added)", e.WithSlot(n, uint64(r.IntN(256))|1<<8))
+		}
+		if c := e.WithChild(i, uint64(r.IntN(256))|2<<8, []uint64{0x100 | 'x'}); c != nil {
+			check("WithChild", c)
+			check("WithSlot of a copy with a child", c.WithSlot(r.IntN(n), 0))
+		}
+		check("the original after its copies", e)
 	}
 }

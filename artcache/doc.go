@@ -24,9 +24,11 @@
 // # Memory
 //
 // Stats.Bytes is the memory the cache holds, counted exactly: every entry
-// (one allocation: the Entry struct and room for its slot words and the
-// slot words of the small children it holds, Entry.WithChild, chosen so
-// that the two fill one of the Go allocator's size classes), every inner
+// (one allocation: the Entry struct and room for its slot words, the
+// slot words of the small children it holds, Entry.WithChild, and, for a
+// snapshot of more than 64 slots, a 256-byte index of its slots by partial
+// key that spares Lookup a scan of up to 2 KB of slots; chosen so that they
+// fill one of the Go allocator's size classes), every inner
 // node of the ART (its struct size by kind) and every stored prefix byte
 // (each node's compressed path). The hash index instead counts, per entry,
 // a map slot, its ring links and the entry's full prefix. On 64-bit

@@ -66,7 +66,7 @@ func alloc[A any]() *Entry { return &new(withSlots[A]).e }
 
 // slotRooms are the allocations NewEntry chooses from, smallest first: room
 // for so many slot words that the entry and its words fill one of the Go
-// allocator's size classes exactly (64, 80, …, 2304 bytes on 64-bit
+// allocator's size classes exactly (64, 80, …, 2688 bytes on 64-bit
 // platforms), so what an entry accounts is what it occupies.
 var slotRooms = [...]struct {
 	room int
@@ -81,11 +81,34 @@ var slotRooms = [...]struct {
 	{90, alloc[[90]uint64]}, {106, alloc[[106]uint64]}, {122, alloc[[122]uint64]},
 	{138, alloc[[138]uint64]}, {154, alloc[[154]uint64]}, {170, alloc[[170]uint64]},
 	{186, alloc[[186]uint64]}, {218, alloc[[218]uint64]}, {250, alloc[[250]uint64]},
-	{slotRoomMax, alloc[[slotRoomMax]uint64]},
+	{slotRoomMax, alloc[[slotRoomMax]uint64]}, {330, alloc[[330]uint64]},
 }
 
-// slotRoomMax is the largest room of slotRooms.
+// slotRoomMax is the most words an entry holds, its slots' and its
+// children's (the last room serves only an entry with an index, which
+// takes indexWords more).
 const slotRoomMax = 282
+
+// An entry of more than indexedSlots slot words (a snapshot of a NODE_256
+// past its 64th slot) also holds an index of its slots by partial key, one
+// byte per key (indexWords words after its other words), built when the
+// entry is: a lookup reads one byte of it and one slot word instead of
+// scanning half of up to 256 slots (2 KB), which a compute node's busiest
+// entries, the root's and its children's, would cost every operation.
+const (
+	indexedSlots = 64
+	indexWords   = 256 / 8
+)
+
+// roomWords returns the words an entry of own slot words and words in all
+// (own and children's) allocates room for: words, and its index if it has
+// one.
+func roomWords(own, words int) int {
+	if own > indexedSlots {
+		return words + indexWords
+	}
+	return words
+}
 
 // NewEntry returns an entry for the node at addr, level internal nodes below
 // the root, holding a copy of slots: the node's slot words as read, up to
@@ -100,11 +123,12 @@ func NewEntry(addr uint64, slots []uint64, level int) *Entry {
 	if len(slots) == 0 {
 		e = new(Entry)
 	} else {
-		e = slotRooms[roomFor(len(slots))].new()
+		e = slotRooms[roomFor(roomWords(len(slots), len(slots)))].new()
 	}
 	e.Addr = addr
 	e.meta.Store(uint32(len(slots))<<1 | uint32(level)<<levelShift)
 	copy(e.Slots(), slots)
+	e.buildIndex()
 	return e
 }
 
@@ -116,8 +140,8 @@ func NewEntry(addr uint64, slots []uint64, level int) *Entry {
 // in the index). The copy keeps e's address, level, epoch stamp, other
 // slots and other children; its reference bit is clear. WithChild returns
 // nil if idx is not one of e's slots, if slots is empty or longer than
-// MaxChildSlots, or if the copy would not fit the largest allocation an
-// entry has (282 words).
+// MaxChildSlots, or if the copy would hold more than slotRoomMax (282)
+// words, its slots' and its children's.
 func (e *Entry) WithChild(idx int, word uint64, slots []uint64) *Entry {
 	own := e.Slots()
 	if idx < 0 || idx >= len(own) || len(slots) == 0 || len(slots) > MaxChildSlots {
@@ -167,11 +191,37 @@ func (e *Entry) appendChildren(words []uint64, skip int) []uint64 {
 // holding words: its own slot words (the first own of them), then its
 // children's.
 func (e *Entry) copyWith(words []uint64, own int) *Entry {
-	c := slotRooms[roomFor(len(words))].new()
+	c := slotRooms[roomFor(roomWords(own, len(words)))].new()
 	c.Addr, c.Epoch = e.Addr, e.Epoch
 	c.meta.Store(uint32(own)<<1 | uint32(len(words)-own)<<extraShift | uint32(e.Level())<<levelShift)
 	copy(c.words(), words)
+	c.buildIndex()
 	return c
+}
+
+// index returns the entry's index of its slots by partial key, nil if it
+// has none (roomWords): the slot index of the first slot of each partial
+// key, 0 for a key it does not hold.
+func (e *Entry) index() *[256]uint8 {
+	own := e.Slots()
+	if len(own) <= indexedSlots {
+		return nil
+	}
+	return (*[256]uint8)(unsafe.Add(unsafe.Pointer(&own[0]), 8*len(e.words())))
+}
+
+// buildIndex fills the index of a new entry that has one.
+func (e *Entry) buildIndex() {
+	x := e.index()
+	if x == nil {
+		return
+	}
+	own := e.Slots()
+	for i := len(own) - 1; i >= 0; i-- { // the first slot of a key wins
+		if w := own[i]; w != 0 {
+			x[byte(w)] = uint8(i)
+		}
+	}
 }
 
 // Child returns the index j and the word of the first non-empty slot whose
@@ -255,7 +305,7 @@ func (e *Entry) bytes() int64 {
 	if n == 0 {
 		return entryStructBytes
 	}
-	return entryStructBytes + 8*int64(slotRooms[roomFor(n)].room)
+	return entryStructBytes + 8*int64(slotRooms[roomFor(roomWords(len(e.Slots()), n))].room)
 }
 
 // roomFor returns the index in slotRooms of the smallest room for n > 0
@@ -271,6 +321,13 @@ func roomFor(n int) int {
 // slot returns the index of the first non-empty slot whose partial key (low
 // 8 bits) is b, or -1.
 func (e *Entry) slot(b byte) int {
+	if x := e.index(); x != nil {
+		own := e.Slots()
+		if i := int(x[b]); own[i] != 0 && byte(own[i]) == b {
+			return i
+		}
+		return -1
+	}
 	for i, w := range e.Slots() {
 		if w != 0 && byte(w) == b {
 			return i
