@@ -530,10 +530,8 @@ func (sc *scanner) fromCache(i int) int {
 	if len(words) > n {
 		return 0
 	}
-	sc.snap = grow(sc.snap, 8*n)
-	clear(sc.snap[8*len(words):])
 	var nodes [4]uint64 // the partial keys with a child node
-	for j, w := range words {
+	for _, w := range words {
 		sl := slot(w)
 		if sl.isFrozen() {
 			return 0
@@ -541,7 +539,6 @@ func (sc *scanner) fromCache(i int) int {
 		if sl.isChild() && !sl.isLeaf() {
 			nodes[sl.partial()/64] |= 1 << (sl.partial() % 64)
 		}
-		binary.LittleEndian.PutUint64(sc.snap[8*j:], w)
 	}
 	want := [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
 	keepRange(&want, first, last)
@@ -550,6 +547,13 @@ func (sc *scanner) fromCache(i int) int {
 			return 0
 		}
 	}
+	// The snapshot stands in for the node: copy it only now (a node with a
+	// leaf or a gap in the range, the common refusal, costs no copy).
+	sc.snap = grow(sc.snap, 8*n)
+	for j, w := range words {
+		binary.LittleEndian.PutUint64(sc.snap[8*j:], w)
+	}
+	clear(sc.snap[8*len(words):])
 	var order [256]uint8
 	k, _ := childOrder(sc.snap, first, last, sc.desc, &order)
 	rest := entry{cur: e.cur, path: sc.own(sc.tmp), snap: true}
