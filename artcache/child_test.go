@@ -149,7 +149,7 @@ func TestWithSlot(t *testing.T) {
 	}
 }
 
-// TestSlotIndex: an entry of more than indexedSlots slots finds a partial
+// TestSlotIndex: an entry of more than IndexedSlots slots finds a partial
 // key through its index, as a scan of its slots would (the first non-empty
 // slot of the key), after NewEntry and after every kind of copy. Partial
 // keys repeat and slots are empty at random, which no node holds but a
@@ -170,17 +170,21 @@ func TestSlotIndex(t *testing.T) {
 		if e == nil {
 			t.Fatalf("%s: nil", what)
 		}
-		if (e.index() != nil) != (len(e.Slots()) > indexedSlots) {
+		if (e.index() != nil) != (len(e.Slots()) > IndexedSlots) {
 			t.Fatalf("%s: %d slots, indexed %v", what, len(e.Slots()), e.index() != nil)
 		}
 		for b := range 256 {
-			if got, want := e.slot(byte(b)), scan(e, byte(b)); got != want {
+			want := scan(e, byte(b))
+			if got := e.slot(byte(b)); got != want {
 				t.Fatalf("%s (%d slots): slot(%#02x) = %d, want %d", what, len(e.Slots()), b, got, want)
+			}
+			if i, w, ok := e.Slot(byte(b)); ok != (want >= 0) || ok && (i != want || w != e.Slots()[want]) {
+				t.Fatalf("%s (%d slots): Slot(%#02x) = %d, %#x, %v, want slot %d", what, len(e.Slots()), b, i, w, ok, want)
 			}
 		}
 	}
 	for range 200 {
-		n := indexedSlots - 2 + r.IntN(MaxSlots-indexedSlots+3)
+		n := IndexedSlots - 2 + r.IntN(MaxSlots-IndexedSlots+3)
 		slots := make([]uint64, n)
 		for i := range slots {
 			if r.IntN(8) > 0 {

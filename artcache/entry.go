@@ -89,22 +89,22 @@ var slotRooms = [...]struct {
 // takes indexWords more).
 const slotRoomMax = 282
 
-// An entry of more than indexedSlots slot words (a snapshot of a NODE_256
-// past its 64th slot) also holds an index of its slots by partial key, one
-// byte per key (indexWords words after its other words), built when the
-// entry is: a lookup reads one byte of it and one slot word instead of
+// IndexedSlots is the number of slot words above which an entry (a
+// snapshot of a NODE_256 past its 64th slot) also holds an index of its
+// slots by partial key, one byte per key, built when the entry is: a
+// lookup (and Slot) reads one byte of it and one slot word instead of
 // scanning half of up to 256 slots (2 KB), which a compute node's busiest
 // entries, the root's and its children's, would cost every operation.
-const (
-	indexedSlots = 64
-	indexWords   = 256 / 8
-)
+const IndexedSlots = 64
+
+// indexWords is the room an entry's index takes after its other words.
+const indexWords = 256 / 8
 
 // roomWords returns the words an entry of own slot words and words in all
 // (own and children's) allocates room for: words, and its index if it has
 // one.
 func roomWords(own, words int) int {
-	if own > indexedSlots {
+	if own > IndexedSlots {
 		return words + indexWords
 	}
 	return words
@@ -204,7 +204,7 @@ func (e *Entry) copyWith(words []uint64, own int) *Entry {
 // key, 0 for a key it does not hold.
 func (e *Entry) index() *[256]uint8 {
 	own := e.Slots()
-	if len(own) <= indexedSlots {
+	if len(own) <= IndexedSlots {
 		return nil
 	}
 	return (*[256]uint8)(unsafe.Add(unsafe.Pointer(&own[0]), 8*len(e.words())))
@@ -222,6 +222,17 @@ func (e *Entry) buildIndex() {
 			x[byte(w)] = uint8(i)
 		}
 	}
+}
+
+// Slot returns the index i and the word of the first non-empty slot of e
+// whose partial key (low 8 bits) is b; ok is false if there is none. It
+// costs one byte of e's index and one slot word for an entry of more than
+// IndexedSlots slots, a scan of its slots otherwise.
+func (e *Entry) Slot(b byte) (i int, word uint64, ok bool) {
+	if i = e.slot(b); i < 0 {
+		return 0, 0, false
+	}
+	return i, e.Slots()[i], true
 }
 
 // Child returns the index j and the word of the first non-empty slot whose

@@ -9,6 +9,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/dmindex/dmindex/artcache"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -529,6 +530,17 @@ func (sc *scanner) fromCache(i int) int {
 	n := e.cur.sl.nodeType().capacity()
 	if len(words) > n {
 		return 0
+	}
+	if len(words) > artcache.IndexedSlots {
+		// A refusal, common where the range holds a leaf or a gap, costs
+		// the entry's index a lookup per partial key until the first one
+		// without a child node, not a pass over up to 256 slots.
+		for b := first; b <= last; b++ {
+			_, w, ok := c.Slot(byte(b))
+			if sl := slot(w); !ok || !sl.isChild() || sl.isLeaf() {
+				return 0
+			}
+		}
 	}
 	var nodes [4]uint64 // the partial keys with a child node
 	for _, w := range words {
