@@ -217,10 +217,10 @@ func (s *session) rememberChild(plen int, slots []uint64) bool {
 }
 
 // childIndex returns the index of the slot of p that names the node at
-// addr under partial key b, or -1.
+// addr under partial key b, or -1. A node holds each partial key once (I2).
 func childIndex(p *artcache.Entry, b byte, addr remote.Addr) int {
-	for i, w := range p.Slots() {
-		if sl := slot(w); sl.isChild() && !sl.isLeaf() && sl.partial() == b && sl.addr() == addr {
+	if i, w, ok := p.Slot(b); ok {
+		if sl := slot(w); sl.isChild() && !sl.isLeaf() && sl.addr() == addr {
 			return i
 		}
 	}

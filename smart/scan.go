@@ -531,38 +531,39 @@ func (sc *scanner) fromCache(i int) int {
 	if len(words) > n {
 		return 0
 	}
+	// Every partial key of the range needs a child node. A large entry
+	// answers through its index, a lookup per key up to the first without
+	// one (a refusal, common where the range holds a leaf or a gap, stops
+	// there); a small one in a pass over its slots.
 	if len(words) > artcache.IndexedSlots {
-		// A refusal, common where the range holds a leaf or a gap, costs
-		// the entry's index a lookup per partial key until the first one
-		// without a child node, not a pass over up to 256 slots.
 		for b := first; b <= last; b++ {
 			_, w, ok := c.Slot(byte(b))
 			if sl := slot(w); !ok || !sl.isChild() || sl.isLeaf() {
 				return 0
 			}
 		}
-	}
-	var nodes [4]uint64 // the partial keys with a child node
-	for _, w := range words {
-		sl := slot(w)
-		if sl.isFrozen() {
-			return 0
+	} else {
+		var nodes [4]uint64 // the partial keys with a child node
+		for _, w := range words {
+			if sl := slot(w); sl.isChild() && !sl.isLeaf() {
+				nodes[sl.partial()/64] |= 1 << (sl.partial() % 64)
+			}
 		}
-		if sl.isChild() && !sl.isLeaf() {
-			nodes[sl.partial()/64] |= 1 << (sl.partial() % 64)
-		}
-	}
-	want := [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
-	keepRange(&want, first, last)
-	for w := range want {
-		if nodes[w]&want[w] != want[w] {
-			return 0
+		want := [4]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+		keepRange(&want, first, last)
+		for w := range want {
+			if nodes[w]&want[w] != want[w] {
+				return 0
+			}
 		}
 	}
-	// The snapshot stands in for the node: copy it only now (a node with a
-	// leaf or a gap in the range, the common refusal, costs no copy).
+	// The snapshot stands in for the node unless a slot of it is frozen
+	// (the node was moving when it was read).
 	sc.snap = grow(sc.snap, 8*n)
 	for j, w := range words {
+		if slot(w).isFrozen() {
+			return 0
+		}
 		binary.LittleEndian.PutUint64(sc.snap[8*j:], w)
 	}
 	clear(sc.snap[8*len(words):])
