@@ -25,7 +25,7 @@ import (
 // so the ranges the leaves cover are adjacent and a pair present for the
 // whole scan is yielded exactly once.
 func (t *Tree) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
-	return t.scan(ctx, lo, hi, true)
+	return t.scan(ctx, lo, hi, true, 0)
 }
 
 // runReverse yields leaf after leaf from the right, lowering the scan's

@@ -27,11 +27,28 @@ const maxScanBatch = 16
 // starts exactly at the previous one's high fence, and a pair present for
 // the whole scan is yielded exactly once.
 func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
-	return t.scan(ctx, lo, hi, false)
+	return t.scan(ctx, lo, hi, false, 0)
 }
 
-// scan is the sequence of Scan (desc false) and ReverseScan (desc true).
-func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[index.KV, error] {
+// ScanLimit is Scan bounded to the first limit pairs (limit <= 0: no
+// bound; index.LimitScanner). After the first leaf, each batch reads as
+// many leaves as the pairs still to yield need at the last leaf's
+// occupancy (at most 16), instead of doubling: a scan of n pairs reads
+// about the leaves that hold them, in fewer round trips.
+func (t *Tree) ScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[index.KV, error] {
+	return t.scan(ctx, lo, hi, false, max(limit, 0))
+}
+
+// ReverseScanLimit is ReverseScan bounded to the first limit pairs (limit
+// <= 0: no bound). ReverseScan reads one leaf per round trip, so the bound
+// only ends it.
+func (t *Tree) ReverseScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[index.KV, error] {
+	return t.scan(ctx, lo, hi, true, max(limit, 0))
+}
+
+// scan is the sequence of the four scans: desc for the reverse ones, limit
+// the most pairs to yield (0: no bound).
+func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool, limit int) iter.Seq2[index.KV, error] {
 	return func(yield func(index.KV, error) bool) {
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return
@@ -42,7 +59,7 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[ind
 			return
 		}
 		defer t.release(s)
-		sc := scanner{s: s, lo: lo, hi: hi, desc: desc, yield: yield}
+		sc := scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, yield: yield}
 		run := sc.run
 		if desc {
 			run = sc.runReverse
@@ -58,6 +75,8 @@ type scanner struct {
 	s      *session
 	lo, hi []byte
 	desc   bool   // ReverseScan: leaves from the right, pairs in descending order
+	left   int    // the pairs the scan may still yield (ScanLimit); 0: no bound
+	filled int    // the pairs the leaf emitted last holds, in range or not
 	parent []byte // ReverseScan: the last level-1 page read
 	yield  func(index.KV, error) bool
 	slots  []int
@@ -83,7 +102,11 @@ func (sc *scanner) run(ctx context.Context) error {
 			return corrupt("leaf chain broken after fence %x", low)
 		}
 		// Read the sibling and the predicted leaves after it in one batch.
-		batch = min(2*batch, maxScanBatch)
+		if sc.left > 0 {
+			batch = min((sc.left+sc.filled-1)/max(sc.filled, 1), maxScanBatch)
+		} else {
+			batch = min(2*batch, maxScanBatch)
+		}
 		addrs, from := []remote.Addr{next}, []*centry{nil}
 		if c := s.t.cache; c != nil {
 			more, f := c.successors(low, next, batch-1, sc.hi)
@@ -125,12 +148,17 @@ func (sc *scanner) run(ctx context.Context) error {
 }
 
 // emit yields the pairs of leaf p within the scan's bounds in key order
-// (descending for a reverse scan); it reports false if the caller stopped.
+// (descending for a reverse scan); it reports false if the caller stopped
+// or the scan yielded its last pair (ScanLimit).
 func (sc *scanner) emit(p page) bool {
-	sc.slots = sc.slots[:0]
+	sc.slots, sc.filled = sc.slots[:0], 0
 	for i := range p.g.leafSpan {
 		k, _ := p.leafKV(i)
-		if k != nil && bytes.Compare(k, sc.lo) >= 0 && (sc.hi == nil || bytes.Compare(k, sc.hi) < 0) && p.covers(k) == 0 {
+		if k == nil {
+			continue
+		}
+		sc.filled++
+		if bytes.Compare(k, sc.lo) >= 0 && (sc.hi == nil || bytes.Compare(k, sc.hi) < 0) && p.covers(k) == 0 {
 			sc.slots = append(sc.slots, i)
 		}
 	}
@@ -153,6 +181,11 @@ func (sc *scanner) emit(p page) bool {
 		prev = k
 		if !sc.yield(index.KV{Key: bytes.Clone(k), Value: bytes.Clone(v)}, nil) {
 			return false
+		}
+		if sc.left > 0 {
+			if sc.left--; sc.left == 0 {
+				return false
+			}
 		}
 	}
 	return true

@@ -33,7 +33,7 @@ import (
 // key order), so a key present for the whole scan is yielded exactly once
 // even while leaves split or move.
 func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
-	return t.scan(ctx, lo, hi, false)
+	return t.scan(ctx, lo, hi, false, 0)
 }
 
 // ReverseScan yields the pairs with lo <= key < hi in descending order (nil
@@ -42,10 +42,28 @@ func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
 // of their partial keys (the key encoding is prefix-free, so a key's
 // extensions sort after it and are yielded before it).
 func (t *Tree) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error] {
-	return t.scan(ctx, lo, hi, true)
+	return t.scan(ctx, lo, hi, true, 0)
 }
 
-func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[KV, error] {
+// ScanLimit is Scan bounded to the first limit pairs (limit <= 0: no
+// bound; index.LimitScanner). A round then reads no more leaves than the
+// pairs still to yield, less those already read, and no node whose
+// children come after them in key order: a scan of n pairs reads about n
+// leaves and the nodes above them, where a scan stopped by its caller
+// after n pairs has read ahead (about a quarter more at 50 pairs).
+func (t *Tree) ScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[KV, error] {
+	return t.scan(ctx, lo, hi, false, max(limit, 0))
+}
+
+// ReverseScanLimit is ReverseScan bounded to the first limit pairs (limit
+// <= 0: no bound), reading as ScanLimit does.
+func (t *Tree) ReverseScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[KV, error] {
+	return t.scan(ctx, lo, hi, true, max(limit, 0))
+}
+
+// scan is the sequence of the four scans: desc for the reverse ones, limit
+// the most pairs to yield (0: no bound).
+func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool, limit int) iter.Seq2[KV, error] {
 	return func(yield func(KV, error) bool) {
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return
@@ -64,7 +82,7 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool) iter.Seq2[KV,
 		// allocates nothing but its closure and its arena.
 		sc := &s.scan
 		kept := *sc
-		*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, budget: scanFirstRound, window: scanFirstWindow,
+		*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
 			front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap}
 		sc.elo = appendEncoded(kept.elo, lo)
 		if hi != nil {
@@ -122,9 +140,12 @@ func (e *entry) kv() KV {
 }
 
 type scanner struct {
-	s        *session
-	lo, hi   []byte
-	desc     bool // ReverseScan: the frontier is in descending key order
+	s      *session
+	lo, hi []byte
+	desc   bool // ReverseScan: the frontier is in descending key order
+	// left is the number of pairs the scan may still yield (ScanLimit),
+	// or 0 for no bound: a bounded scan ends when it yielded its last.
+	left     int
 	elo, ehi []byte
 	// front is the frontier as a stack: its last entry comes first in
 	// scan order, so a round replaces the entries at its top and never
@@ -199,6 +220,11 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 			sc.last = kv.Key
 			done++
 			resumes = 0
+			if sc.left > 0 {
+				if sc.left--; sc.left == 0 {
+					return nil
+				}
+			}
 		}
 		if done > 0 {
 			// Streaming leaves: read further ahead. While descending to the
@@ -280,12 +306,14 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 func (sc *scanner) round(ctx context.Context) error {
 	s := sc.s
 	n, total, low := 0, 0, len(sc.front)
+	ahead := 0 // with a limit: the pairs the entries before i will yield at most
 	for i := len(sc.front) - 1; i >= 0; i-- {
 		e := &sc.front[i]
 		if e.ready {
+			ahead++
 			continue
 		}
-		if n == sc.window {
+		if n == sc.window || (sc.left > 0 && ahead >= sc.left) {
 			break
 		}
 		// Entries resolved without a READ: the rest of a node's children,
@@ -309,6 +337,9 @@ func (sc *scanner) round(ctx context.Context) error {
 		n++
 		total += m
 		low = i
+		if e.cur.sl.isLeaf() {
+			ahead++
+		}
 	}
 	sc.buf = grow(sc.buf, total)
 	ops := s.batch()

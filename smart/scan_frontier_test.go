@@ -139,7 +139,7 @@ func TestScanSpillBounded(t *testing.T) {
 	}
 	for _, desc := range []bool{false, true} {
 		n := 0
-		for _, err := range tr.scan(ctx, nil, nil, desc) {
+		for _, err := range tr.scan(ctx, nil, nil, desc, 0) {
 			if err != nil {
 				t.Fatal(err)
 			}

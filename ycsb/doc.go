@@ -9,7 +9,8 @@
 // of their number (insertorder=hashed); keys are drawn from a scrambled
 // Zipfian (θ = 0.99 by default, with YCSB's normalisation constants),
 // latest, uniform or hotspot distribution, and only among acknowledged
-// records; YCSB E scans have uniform lengths in 1..100; F does
+// records; YCSB E scans have uniform lengths in 1..100, and the index is
+// told the length (index.ScanLimit), as YCSB tells a database; F does
 // read-modify-writes. Preset names YCSB's LOAD and A–F and SMART's "la"
 // (100% insert) and "N-" (N% insert, the rest reads, latest) mixes. Key
 // numbers become keys through a KeyType: 8-byte big-endian integers or

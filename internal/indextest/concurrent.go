@@ -26,7 +26,8 @@ import (
 //   - delete-reinsert: goroutines delete and reinsert their keys,
 //     interleaved with the others' in key order, checking each result;
 //   - scan-with-writers: scans concurrent with writers yield every key
-//     present for the whole scan exactly once, in order, with intact values;
+//     present for the whole scan exactly once, in order, with intact values
+//     (bounded ones, index.ScanLimit, up to their last pair);
 //   - empty-start: every goroutine inserts into an empty index at once;
 //   - mixed: the mixed workload of RunSim, with hot keys checked by
 //     linearizability.
@@ -394,10 +395,17 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 				}
 			}
 			reverse := i%4 >= 2
-			if p := checkConcurrentScan(ctx, idx, lo, hi, stable, byKey, reverse); p != "" {
+			limit := 0
+			if i%8 >= 4 {
+				limit = 1 + r.IntN(60)
+			}
+			if p := checkConcurrentScan(ctx, idx, lo, hi, limit, stable, byKey, reverse); p != "" {
 				method := "Scan"
 				if reverse {
 					method = "ReverseScan"
+				}
+				if limit > 0 {
+					method += fmt.Sprintf("Limit(limit %d)", limit)
 				}
 				return []string{fmt.Sprintf("scanner %d, scan %d: %s(%s, %s): %s", g, i, method, fmtKey(lo), fmtKey(hi), p)}
 			}
@@ -416,15 +424,23 @@ type scanKey struct {
 }
 
 // checkConcurrentScan checks a scan (a reverse scan if reverse is set, its
-// pairs then checked in reverse) that ran while writers changed the
+// pairs then checked in reverse; through index.ScanLimit or
+// index.ReverseScanLimit if limit > 0) that ran while writers changed the
 // volatile keys and overwrote the stable ones.
-func checkConcurrentScan(ctx context.Context, idx index.Index, lo, hi []byte, stable []scanKey, byKey map[string]scanKey, reverse bool) string {
+func checkConcurrentScan(ctx context.Context, idx index.Index, lo, hi []byte, limit int, stable []scanKey, byKey map[string]scanKey, reverse bool) string {
 	var s scanOut
-	if reverse {
+	switch {
+	case reverse && limit > 0:
+		s = rscanLimit(ctx, idx, lo, hi, limit)
+	case reverse:
 		s = rscanN(ctx, idx, lo, hi, -1)
-		slices.Reverse(s.kvs)
-	} else {
+	case limit > 0:
+		s = scanLimit(ctx, idx, lo, hi, limit)
+	default:
 		s = scanN(ctx, idx, lo, hi, -1)
+	}
+	if reverse {
+		slices.Reverse(s.kvs)
 	}
 	if len(s.proto) > 0 {
 		return fmt.Sprintf("iterator protocol: %v", s.proto)
@@ -435,8 +451,18 @@ func checkConcurrentScan(ctx context.Context, idx index.Index, lo, hi []byte, st
 		}
 		return s.err.Error()
 	}
+	if limit > 0 && len(s.kvs) > limit {
+		return fmt.Sprintf("%d pairs yielded, more than the limit", len(s.kvs))
+	}
+	// A scan cut short by its limit covers the range from its start (lo,
+	// or hi for a reverse scan) to its last pair only.
+	cut := limit > 0 && len(s.kvs) == limit
+	from := lo
+	if cut && reverse {
+		from = s.kvs[0].Key
+	}
 	j := 0 // next stable key expected
-	for j < len(stable) && bytes.Compare(stable[j].key, lo) < 0 {
+	for j < len(stable) && bytes.Compare(stable[j].key, from) < 0 {
 		j++
 	}
 	for i, kv := range s.kvs {
@@ -460,7 +486,7 @@ func checkConcurrentScan(ctx context.Context, idx index.Index, lo, hi []byte, st
 			j++
 		}
 	}
-	if j < len(stable) && (hi == nil || bytes.Compare(stable[j].key, hi) < 0) {
+	if (!cut || reverse) && j < len(stable) && (hi == nil || bytes.Compare(stable[j].key, hi) < 0) {
 		return fmt.Sprintf("stable key %s, present all along, is missing (after %d pairs)", fmtKey(stable[j].key), len(s.kvs))
 	}
 	return ""

@@ -122,6 +122,8 @@ var mutantCases = []struct {
 	{"zero-pad", "keys", "zero-chain"},
 	{"zero-pad", "keys", "extreme-bytes"},
 	{"scan-hi-inclusive", "scan", "edge-bounds"},
+	{"limit-overrun", "scan", "ScanLimit"},
+	{"limit-readahead", "scan", "does not bound the read-ahead"},
 	{"torn-put", "concurrent", "same-key-contention"},
 	{"torn-put", "linearizable", "not linearizable"},
 	{"racy-open", "concurrent", "empty-start"},

@@ -105,6 +105,18 @@ func rscanN(ctx context.Context, idx index.Index, lo, hi []byte, limit int) scan
 	return consume(idx.ReverseScan(ctx, lo, hi), limit, "ReverseScan")
 }
 
+// scanLimit runs index.ScanLimit(ctx, idx, lo, hi, limit) (limit <= 0: no
+// bound) and consumes all it yields: the scan must stop by itself after
+// limit pairs.
+func scanLimit(ctx context.Context, idx index.Index, lo, hi []byte, limit int) scanOut {
+	return consume(index.ScanLimit(ctx, idx, lo, hi, limit), -1, "ScanLimit")
+}
+
+// rscanLimit is scanLimit for index.ReverseScanLimit.
+func rscanLimit(ctx context.Context, idx index.Index, lo, hi []byte, limit int) scanOut {
+	return consume(index.ReverseScanLimit(ctx, idx, lo, hi, limit), -1, "ReverseScanLimit")
+}
+
 // consume consumes at most limit pairs of seq, the sequence that method
 // returned, watching the iterator protocol.
 func consume(seq iter.Seq2[index.KV, error], limit int, method string) scanOut {

@@ -336,6 +336,37 @@ func (x *refIndex) Delete(ctx context.Context, key []byte) (bool, error) {
 // Scan implements index.Index: batches of 16 pairs, each batch's values
 // read in one round trip.
 func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
+	return x.scan(ctx, lo, hi, 0)
+}
+
+// ScanLimit implements index.LimitScanner: Scan's batches, none larger
+// than the pairs still to yield (the mutant limit-readahead keeps batches
+// of 16; the mutant limit-overrun yields one pair more than limit).
+func (x *refIndex) ScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[index.KV, error] {
+	return x.scan(ctx, lo, hi, max(limit, 0))
+}
+
+// ReverseScanLimit implements index.LimitScanner: ReverseScan, stopped
+// after limit pairs.
+func (x *refIndex) ReverseScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[index.KV, error] {
+	return func(yield func(index.KV, error) bool) {
+		n := 0
+		for kv, err := range x.ReverseScan(ctx, lo, hi) {
+			if !yield(kv, err) || err != nil {
+				return
+			}
+			if n++; n == limit {
+				return
+			}
+		}
+	}
+}
+
+// scan is the sequence of Scan and ScanLimit (limit 0: no bound).
+func (x *refIndex) scan(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[index.KV, error] {
+	if limit > 0 && x.mutant == "limit-overrun" {
+		limit++
+	}
 	return func(yield func(index.KV, error) bool) {
 		if x.closed.Load() && x.mutant != "no-closed" {
 			yield(index.KV{}, index.ErrClosed)
@@ -347,16 +378,20 @@ func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, 
 		}
 		const batch = 16
 		cursor := string(lo)
-		rank := 0
+		rank, left := 0, limit
 		for {
 			var es []refEntry
+			n := batch
+			if left > 0 && x.mutant != "limit-readahead" {
+				n = min(n, left)
+			}
 			x.sh.mu.Lock()
 			visit := func(e refEntry) bool {
 				if hi != nil && (e.key > string(hi) || e.key == string(hi) && x.mutant != "scan-hi-inclusive") {
 					return false
 				}
 				es = append(es, e)
-				return x.mutant == "scan-eager" || len(es) < batch
+				return x.mutant == "scan-eager" || len(es) < n
 			}
 			if x.mutant == "scan-by-rank" {
 				// Pages by position in the range: concurrent inserts and
@@ -395,6 +430,11 @@ func (x *refIndex) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, 
 				}
 				if !yield(index.KV{Key: k, Value: vals[i]}, nil) {
 					return
+				}
+				if left > 0 {
+					if left--; left == 0 {
+						return
+					}
 				}
 			}
 			cursor = es[len(es)-1].key + "\x00"

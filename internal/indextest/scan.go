@@ -2,17 +2,24 @@ package indextest
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/dmindex/dmindex/index"
 )
 
 // RunScan checks Scan and ReverseScan against the oracle: random [lo, hi)
 // bounds (nil and empty bounds, existing keys, prefixes of keys, non-keys
 // next to keys, bounds longer than MaxKeyLen, lo == hi, lo > hi), early
 // breaks after 0 to 64 pairs, ascending (descending) order without
-// duplicates, before and after a round of deletes, overwrites and inserts. It also checks that a scan stopped
-// after 10 pairs of a large index reads much less remote memory than a full
-// scan (remote.Stats of the compute node: at most an eighth of the bytes).
+// duplicates, before and after a round of deletes, overwrites and inserts;
+// index.ScanLimit and index.ReverseScanLimit with the same bounds and limits
+// (the first limit pairs, the scan ending by itself). It also checks that a
+// scan stopped after 10 pairs of a large index reads much less remote
+// memory than a full scan (remote.Stats of the compute node: at most an
+// eighth of the bytes) and, for an index.LimitScanner, that scans told
+// their length read less than scans their caller stops.
 func RunScan(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	tg = tg.withPool(t)
@@ -88,6 +95,7 @@ func scanRandom(t *testing.T, tg Target) {
 			if p := rscanN(ctx, idx, lo, hi, limit).problem(o.rscan(lo, hi, limit)); p != "" {
 				t.Fatalf("%s, scan %d on compute node %d: ReverseScan(%s, %s) limit %d: %s", name, i, i%2, fmtKey(lo), fmtKey(hi), limit, p)
 			}
+			checkScanLimit(t, ctx, idx, o, lo, hi, limit)
 		}
 	}
 	round("fresh index")
@@ -119,6 +127,23 @@ func scanRandom(t *testing.T, tg Target) {
 	round("after deletes, overwrites and inserts")
 	tg.verify(t, ctx, idxs[0], "after the scans")
 	checkAll(t, ctx, idxs[1], o, "after the scans")
+}
+
+// checkScanLimit checks index.ScanLimit and index.ReverseScanLimit of idx
+// with limit (<= 0: no bound) against the oracle: the first limit pairs of
+// the range, the scan ending by itself.
+func checkScanLimit(t *testing.T, ctx context.Context, idx index.Index, o *oracle, lo, hi []byte, limit int) {
+	t.Helper()
+	want := limit
+	if limit <= 0 {
+		want = -1
+	}
+	if p := scanLimit(ctx, idx, lo, hi, limit).problem(o.scan(lo, hi, want)); p != "" {
+		t.Fatalf("ScanLimit(%s, %s, %d): %s", fmtKey(lo), fmtKey(hi), limit, p)
+	}
+	if p := rscanLimit(ctx, idx, lo, hi, limit).problem(o.rscan(lo, hi, want)); p != "" {
+		t.Fatalf("ReverseScanLimit(%s, %s, %d): %s", fmtKey(lo), fmtKey(hi), limit, p)
+	}
 }
 
 func scanEdges(t *testing.T, tg Target) {
@@ -156,6 +181,7 @@ func scanEdges(t *testing.T, tg Target) {
 			if p := scanN(ctx, idx, c.lo, c.hi, limit).problem(o.scan(c.lo, c.hi, limit)); p != "" {
 				t.Errorf("%s: Scan(%s, %s) limit %d: %s", c.name, fmtKey(c.lo), fmtKey(c.hi), limit, p)
 			}
+			checkScanLimit(t, ctx, idx, o, c.lo, c.hi, limit)
 		}
 	}
 	// A scan from every key, limit 3; a scan up to every key, limit 3.
@@ -255,5 +281,26 @@ func scanEarlyBreakIO(t *testing.T, tg Target) {
 	}
 	if b := cn.Stats().Sub(before).ReadBytes; b*8 > full {
 		t.Errorf("a range loop broken after 10 pairs read %d bytes, more than 1/8 of a full scan's %d", b, full)
+	}
+	// A scan told its length (index.LimitScanner) reads less than one its
+	// caller stops, over scans of 10 to 100 pairs from many keys.
+	if _, ok := idx.(index.LimitScanner); !ok {
+		return
+	}
+	var told, stopped uint64
+	for i := range 40 {
+		lo := []byte(all[r.IntN(len(all)-100)].k)
+		limit := []int{10, 50, 100}[i%3]
+		b, _ := measure(lo, nil, limit)
+		stopped += b
+		before := cn.Stats()
+		if p := scanLimit(ctx, idx, lo, nil, limit).problem(o.scan(lo, nil, limit)); p != "" {
+			t.Fatalf("ScanLimit(%s, nil, %d): %s", fmtKey(lo), limit, p)
+		}
+		told += cn.Stats().Sub(before).ReadBytes
+	}
+	t.Logf("40 scans of 10 to 100 pairs read %d bytes told their length, %d stopped by the caller", told, stopped)
+	if told >= stopped {
+		t.Errorf("40 scans of 10 to 100 pairs read %d bytes told their length (ScanLimit), not less than the %d they read stopped by the caller: the limit does not bound the read-ahead", told, stopped)
 	}
 }

@@ -326,6 +326,9 @@ func (w *workload) worker(ctx context.Context, g int, idx index.Index, res *wlRe
 			lo := []byte(w.stables[r.IntN(len(w.stables))].k)
 			limit := 1 + r.IntN(32)
 			s := scanN(ctx, idx, lo, []byte("t"), limit)
+			if limit%2 == 0 { // half of them told their length
+				s = scanLimit(ctx, idx, lo, []byte("t"), limit)
+			}
 			if s.err != nil && (isContention(s.err) || w.crashFrac > 0 && isCrash(s.err)) {
 				w.tolerate(res, s.err, "Scan", lo)
 				break
@@ -368,7 +371,12 @@ func (w *workload) scanOwn(ctx context.Context, idx index.Index, g, limit int, r
 	if w.tg.FixedKeyLen > 0 {
 		lo = w.tg.fitKey(lo)
 	}
-	s := scanN(ctx, idx, lo, hi, limit)
+	var s scanOut
+	if limit > 0 && limit%2 == 0 { // half of the bounded scans told their length
+		s = scanLimit(ctx, idx, lo, hi, limit)
+	} else {
+		s = scanN(ctx, idx, lo, hi, limit)
+	}
 	if len(s.proto) > 0 {
 		return "iterator protocol: " + strings.Join(s.proto, "; ")
 	}
