@@ -13,6 +13,8 @@ import (
 // maxScanBatch bounds the leaves a scan reads in one round trip.
 const maxScanBatch = 16
 
+var _ index.LimitScanner = (*Tree)(nil)
+
 // Scan yields the pairs with lo <= key < hi in ascending key order (nil hi:
 // no upper bound).
 //

@@ -59,3 +59,35 @@ func Example() {
 	// apple = fruit apple
 	// deleted apple: true
 }
+
+// A scan told how many pairs it will yield reads only what those need,
+// where a scan the caller stops has already read ahead.
+func ExampleTree_ScanLimit() {
+	ctx := context.Background()
+	pool, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 64 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	tree, err := smart.Open(pool.NewComputeNode(), smart.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tree.Close()
+	for i := range 1000 {
+		if err := tree.Put(ctx, fmt.Appendf(nil, "user%04d", i), []byte("v")); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// The three keys from "user0500" up.
+	for kv, err := range tree.ScanLimit(ctx, []byte("user0500"), nil, 3) {
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%s\n", kv.Key)
+	}
+	// Output:
+	// user0500
+	// user0501
+	// user0502
+}

@@ -9,6 +9,15 @@ type (
 	KV = index.KV
 	// Index is index.Index.
 	Index = index.Index
+	// LimitScanner is index.LimitScanner (*Tree implements it).
+	LimitScanner = index.LimitScanner
+	// Recoverer is index.Recoverer (*Tree implements it).
+	Recoverer = index.Recoverer
+)
+
+var (
+	_ LimitScanner = (*Tree)(nil)
+	_ Recoverer    = (*Tree)(nil)
 )
 
 // The sentinel errors of package index (the same values: errors.Is holds

@@ -46,11 +46,13 @@ func (t *Tree) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, err
 }
 
 // ScanLimit is Scan bounded to the first limit pairs (limit <= 0: no
-// bound; index.LimitScanner). A round then reads no more leaves than the
-// pairs still to yield, less those already read, and no node whose
-// children come after them in key order: a scan of n pairs reads about n
-// leaves and the nodes above them, where a scan stopped by its caller
-// after n pairs has read ahead (about a quarter more at 50 pairs).
+// bound; index.LimitScanner). A round then reads, in key order, the
+// entries the pairs still to yield need, all at once (up to 64 READs and
+// 64 KB a round) instead of a budget growing by a quarter: a leaf counts
+// one pair, a node the least number of children its type implies. A scan
+// of n pairs reads about n leaves and the nodes above them in fewer round
+// trips, where a scan stopped by its caller after n pairs has read ahead
+// (about a quarter more at 50 pairs).
 func (t *Tree) ScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[KV, error] {
 	return t.scan(ctx, lo, hi, false, max(limit, 0))
 }
@@ -306,14 +308,20 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 func (sc *scanner) round(ctx context.Context) error {
 	s := sc.s
 	n, total, low := 0, 0, len(sc.front)
-	ahead := 0 // with a limit: the pairs the entries before i will yield at most
+	window, budget := sc.window, sc.budget
+	if sc.left > 0 {
+		// Told its length, the scan reads what the rest needs at once:
+		// ahead stops it there.
+		window, budget = scanWindow, scanMaxRound
+	}
+	ahead := 0 // with a limit: the pairs the entries before i are expected to yield
 	for i := len(sc.front) - 1; i >= 0; i-- {
 		e := &sc.front[i]
 		if e.ready {
 			ahead++
 			continue
 		}
-		if n == sc.window || (sc.left > 0 && ahead >= sc.left) {
+		if n == window || (sc.left > 0 && ahead >= sc.left) {
 			break
 		}
 		// Entries resolved without a READ: the rest of a node's children,
@@ -331,15 +339,13 @@ func (sc *scanner) round(ctx context.Context) error {
 			continue
 		}
 		m := readSize(e.cur.sl)
-		if n > 0 && total+m > sc.budget {
+		if n > 0 && total+m > budget {
 			break
 		}
 		n++
 		total += m
 		low = i
-		if e.cur.sl.isLeaf() {
-			ahead++
-		}
+		ahead += expectedPairs(e.cur.sl)
 	}
 	sc.buf = grow(sc.buf, total)
 	ops := s.batch()
@@ -385,6 +391,22 @@ func (sc *scanner) round(ctx context.Context) error {
 	clear(next)
 	sc.next = next[:0]
 	return nil
+}
+
+// expectedPairs is how many pairs a scan expects from the child of sl: one
+// for a leaf; for a node, the least number of slots a node of its type
+// has in use (a type is taken, by a move or in place, only when the
+// smaller one is full; a NODE_4 starts with two), which deletes may leave
+// as tombstones. An estimate too high costs a told scan a round trip, one
+// too low READs it does not need.
+func expectedPairs(sl slot) int {
+	if sl.isLeaf() {
+		return 1
+	}
+	if t := sl.nodeType(); t > node4 {
+		return (t - 1).capacity() + 1
+	}
+	return 2
 }
 
 // readSize is how many bytes a scan reads for the child of sl.
