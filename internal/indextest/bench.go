@@ -3,7 +3,9 @@ package indextest
 import (
 	"context"
 	"encoding/binary"
+	"iter"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/dmindex/dmindex/index"
@@ -17,7 +19,9 @@ const BenchKeys = 100_000
 // mode on an index of BenchKeys random 8-byte keys with 8-byte values and a
 // warm cache: Get, Update (Put of an existing key), Insert (Put of a new
 // key), Delete (of a present key; it is put back untimed), Scan100 and
-// ReverseScan100 (the first 100 pairs from a random key up, or down). Each
+// ReverseScan100 (the first 100 pairs from a random key up, or down, the
+// loop stopping the scan), ScanLimit100 and ReverseScanLimit100 (the same,
+// the scan told the count: index.ScanLimit). Each
 // reports, besides time, rtt/op, verbs/op, read-B/op and write-B/op from
 // the compute node's remote.Stats, which do not depend on the machine. The
 // sub-benchmark names are the same for every index, so that benchstat can
@@ -64,29 +68,47 @@ func Bench(b *testing.B, tg Target) {
 			})
 		})
 	})
-	for _, rev := range []bool{false, true} {
-		name := "Scan100"
-		if rev {
-			name = "ReverseScan100"
-		}
-		b.Run(name, func(b *testing.B) {
-			bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
-				k := x.key(r.IntN(BenchKeys))
-				seq := x.idx.Scan(ctx, k, nil)
-				if rev {
-					seq = x.idx.ReverseScan(ctx, nil, k)
-				}
-				n := 0
-				for _, err := range seq {
-					if err != nil {
-						b.Fatal(err)
-					}
-					if n++; n == 100 {
-						break
-					}
-				}
+	for _, told := range []bool{false, true} {
+		for _, rev := range []bool{false, true} {
+			name := "Scan100"
+			if rev {
+				name = "ReverseScan100"
+			}
+			if told {
+				name = strings.Replace(name, "Scan", "ScanLimit", 1)
+			}
+			b.Run(name, func(b *testing.B) {
+				bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+					scan100(b, ctx, x.idx, x.key(r.IntN(BenchKeys)), rev, told)
+				})
 			})
-		})
+		}
+	}
+}
+
+// scan100 takes the first 100 pairs of idx from key up (rev: below key,
+// down), stopping the scan (told false) or telling it the count
+// (index.ScanLimit).
+func scan100(b *testing.B, ctx context.Context, idx index.Index, key []byte, rev, told bool) {
+	var seq iter.Seq2[index.KV, error]
+	switch {
+	case told && rev:
+		seq = index.ReverseScanLimit(ctx, idx, nil, key, 100)
+	case told:
+		seq = index.ScanLimit(ctx, idx, key, nil, 100)
+	case rev:
+		seq = idx.ReverseScan(ctx, nil, key)
+	default:
+		seq = idx.Scan(ctx, key, nil)
+	}
+	n := 0
+	for _, err := range seq {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n++; n == 100 {
+			break
+		}
 	}
 }
 
