@@ -86,6 +86,11 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool, limit int) it
 		kept := *sc
 		*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
 			front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap}
+		if limit > 0 {
+			// Told its length, the scan reads what the rest needs at once
+			// (round stops where the pairs still to yield are covered).
+			sc.budget, sc.window = scanMaxRound, scanWindow
+		}
 		sc.elo = appendEncoded(kept.elo, lo)
 		if hi != nil {
 			sc.ehi = appendEncoded(kept.ehi, hi)
@@ -308,12 +313,6 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 func (sc *scanner) round(ctx context.Context) error {
 	s := sc.s
 	n, total, low := 0, 0, len(sc.front)
-	window, budget := sc.window, sc.budget
-	if sc.left > 0 {
-		// Told its length, the scan reads what the rest needs at once:
-		// ahead stops it there.
-		window, budget = scanWindow, scanMaxRound
-	}
 	ahead := 0 // with a limit: the pairs the entries before i are expected to yield
 	for i := len(sc.front) - 1; i >= 0; i-- {
 		e := &sc.front[i]
@@ -321,7 +320,7 @@ func (sc *scanner) round(ctx context.Context) error {
 			ahead++
 			continue
 		}
-		if n == window || (sc.left > 0 && ahead >= sc.left) {
+		if n == sc.window || (sc.left > 0 && ahead >= sc.left) {
 			break
 		}
 		// Entries resolved without a READ: the rest of a node's children,
@@ -339,7 +338,7 @@ func (sc *scanner) round(ctx context.Context) error {
 			continue
 		}
 		m := readSize(e.cur.sl)
-		if n > 0 && total+m > budget {
+		if n > 0 && total+m > sc.budget {
 			break
 		}
 		n++

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"iter"
 	"math/rand/v2"
-	"strings"
 	"testing"
 
 	"github.com/dmindex/dmindex/index"
@@ -68,21 +67,20 @@ func Bench(b *testing.B, tg Target) {
 			})
 		})
 	})
-	for _, told := range []bool{false, true} {
-		for _, rev := range []bool{false, true} {
-			name := "Scan100"
-			if rev {
-				name = "ReverseScan100"
-			}
-			if told {
-				name = strings.Replace(name, "Scan", "ScanLimit", 1)
-			}
-			b.Run(name, func(b *testing.B) {
-				bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
-					scan100(b, ctx, x.idx, x.key(r.IntN(BenchKeys)), rev, told)
-				})
+	for _, sc := range []struct {
+		name      string
+		rev, told bool
+	}{
+		{"Scan100", false, false},
+		{"ReverseScan100", true, false},
+		{"ScanLimit100", false, true},
+		{"ReverseScanLimit100", true, true},
+	} {
+		b.Run(sc.name, func(b *testing.B) {
+			bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+				scan100(b, ctx, x.idx, x.key(r.IntN(BenchKeys)), sc.rev, sc.told)
 			})
-		}
+		})
 	}
 }
 
