@@ -13,11 +13,14 @@ type (
 	LimitScanner = index.LimitScanner
 	// Recoverer is index.Recoverer (*Tree implements it).
 	Recoverer = index.Recoverer
+	// Compacter is index.Compacter (*Tree implements it).
+	Compacter = index.Compacter
 )
 
 var (
 	_ LimitScanner = (*Tree)(nil)
 	_ Recoverer    = (*Tree)(nil)
+	_ Compacter    = (*Tree)(nil)
 )
 
 // The sentinel errors of package index (the same values: errors.Is holds

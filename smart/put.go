@@ -348,6 +348,15 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 		}
 		return false, cur, errors.Join(err, uerr)
 	}
+	return s.moveLeafTo(ctx, cur, meta, key, value, na, class)
+}
+
+// moveLeafTo is moveLeaf into na, a leaf of class class allocated for it
+// and never linked. When the move fails where its slot CAS cannot have
+// linked na (the lock was lost, errRestart; the slot was frozen), na is
+// given back (dropUnlinked); after other failures it leaks.
+func (s *session) moveLeafTo(ctx context.Context, cur cursor, meta uint64, key, value []byte, na remote.Addr, class int) (bool, cursor, error) {
+	old := cur.sl
 	// Out-of-place update:
 	//  1. W(L') and W(L.meta without valid): I3, L' complete before it is
 	//     linked; I6, L marked before the slot stops leading to it.
@@ -355,7 +364,7 @@ func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, va
 	//  3. W(L.lock = RETIRED) before returning (I4, I5).
 	s.img = leafImage(s.img, cur.addr, key, value, class, s.t.epoch())
 	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
-	ops, err = s.linkUnder(ctx, leafLockAddr(old), ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
+	ops, err := s.linkUnder(ctx, leafLockAddr(old), ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
 	if err != nil {
 		if err == errRestart {
 			s.dropUnlinked(na, class) // the lock was lost: never linked

@@ -286,3 +286,114 @@ func TestScanFromCache(t *testing.T) {
 		}
 	}
 }
+
+// TestScanPartlyFromCache: when the root's cached snapshot has child nodes
+// under the first partial keys of a scan's range but not under all of
+// them (here nothing under 0x80 and above, or 0x00 and 0x01), the scan
+// takes those children from the cache and reads the root only if it gets
+// past them (entry.cut): a short scan saves the root's READ, and a scan
+// that goes on past the snapshot's part, forward or reverse, still yields
+// the keys other compute nodes added there behind the cache's back.
+func TestScanPartlyFromCache(t *testing.T) {
+	ctx := t.Context()
+	opts := Options{ReclaimInterval: time.Hour}
+	tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, opts)
+	var keys [][]byte
+	put := func(x *Tree, k []byte) {
+		t.Helper()
+		if err := x.Put(ctx, k, k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	for b := 2; b < 0x80; b++ {
+		put(tr, []byte{byte(b), 'a'})
+		put(tr, []byte{byte(b), 'b'})
+	}
+	for _, k := range keys {
+		if _, _, err := tr.Get(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// scan checks the first n keys of [lo, hi) (all if n is 0; descending
+	// if desc) and returns the READs of the scan.
+	scan := func(x *Tree, lo, hi []byte, n int, desc bool) uint64 {
+		t.Helper()
+		var want [][]byte
+		for _, k := range keys {
+			if bytes.Compare(k, lo) >= 0 && (hi == nil || bytes.Compare(k, hi) < 0) {
+				want = append(want, k)
+			}
+		}
+		slices.SortFunc(want, bytes.Compare)
+		seq := x.ScanLimit(ctx, lo, hi, n)
+		if desc {
+			slices.Reverse(want)
+			seq = x.ReverseScanLimit(ctx, lo, hi, n)
+		}
+		if n > 0 {
+			want = want[:min(n, len(want))]
+		}
+		before := x.cn.Stats().Reads
+		var got [][]byte
+		for kv, err := range seq {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, kv.Key)
+		}
+		if !slices.EqualFunc(got, want, bytes.Equal) {
+			t.Fatalf("scan [%x, %x) desc %v of %d: got %x, want %x", lo, hi, desc, n, got, want)
+		}
+		return x.cn.Stats().Reads - before
+	}
+	short := scan(tr, []byte{0x40}, nil, 10, false)
+	shortDesc := scan(tr, nil, []byte{0x40}, 10, true)
+	uncache := func() {
+		t.Helper()
+		root, ok := tr.cache.Get(nil)
+		if !ok {
+			t.Fatal("the root is not cached")
+		}
+		tr.cache.Invalidate(nil, root)
+	}
+	uncache()
+	if read := scan(tr, []byte{0x40}, nil, 10, false); short != read-1 {
+		t.Errorf("a scan of 10 pairs from 0x40 read %d times with the root cached, %d without; want one fewer", short, read)
+	}
+	uncache()
+	if read := scan(tr, nil, []byte{0x40}, 10, true); shortDesc != read-1 {
+		t.Errorf("a reverse scan of 10 pairs below 0x40 read %d times with the root cached, %d without; want one fewer", shortDesc, read)
+	}
+
+	// Readers with the snapshot, then keys above 0x80 and below 0x02 from
+	// another compute node: scans past the snapshot's part find them.
+	var readers []*Tree
+	for range 2 {
+		x, err := Open(p.NewComputeNode(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			if _, _, err := x.Get(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scan(x, []byte{0x40}, nil, 4, false) // caches the root
+		readers = append(readers, x)
+	}
+	other, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(other, []byte{0x90, 'a'})
+	put(other, []byte{0xff})
+	put(other, []byte{0x01, 'q'})
+	put(other, []byte{0x00})
+	scan(readers[0], []byte{0x7e}, nil, 0, false)
+	scan(readers[1], nil, []byte{0x03}, 0, true)
+	scan(readers[0], []byte{0x70}, []byte{0x91}, 0, true)
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -35,6 +35,9 @@ type Tree struct {
 	// tornLocked counts leaves found torn right after their lock was
 	// taken: the previous holder's WRITE was still landing (invariant I7).
 	tornLocked atomic.Uint64
+	// compactNext numbers Compact's blocks, which go round-robin to the
+	// memory nodes.
+	compactNext atomic.Uint32
 	// reg is the compute node's registry membership (recover.go,
 	// reclaim.go), lastReclaim the client time of its last Reclaim (reclaim.go).
 	reg         *registry.Node

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -32,6 +33,8 @@ type Loaded struct {
 	stats  remote.Stats // the pool's I/O at the end of the load phase
 	hist   *history     // the load's writes, with crash injection
 	loaded float64      // memory-node bytes per record
+	// compacted is the number of pairs Config.Compact moved.
+	compacted int64
 }
 
 // A LoadKey is what determines a load phase: configurations with equal
@@ -48,6 +51,7 @@ type LoadKey struct {
 	mode                             Mode
 	sim                              remote.SimConfig
 	seed                             uint64
+	compact                          bool
 }
 
 // LoadKey returns the load key of cfg, and false if cfg cannot start from a
@@ -80,7 +84,7 @@ func (cfg *Config) loadable() error {
 func (cfg *Config) loadKey(explicitNodes bool) LoadKey {
 	k := LoadKey{index: cfg.Index, keys: cfg.Keys, records: cfg.Records, valueSize: cfg.ValueSize,
 		cacheBytes: cfg.CacheBytes, memoryNodes: cfg.MemoryNodes, computeNodes: cfg.ComputeNodes,
-		perCN: cfg.LoadClientsPerCN, mode: cfg.Mode, seed: cfg.Seed}
+		perCN: cfg.LoadClientsPerCN, mode: cfg.Mode, seed: cfg.Seed, compact: cfg.Compact}
 	if explicitNodes {
 		k.nodeBytes = cfg.NodeBytes
 	}
@@ -95,7 +99,7 @@ func (cfg *Config) loadKey(explicitNodes bool) LoadKey {
 // as in Run) and returns the loaded index, for runs that share it through
 // Config.From. Only the fields that shape the load phase matter: Index,
 // Open, CacheBytes, Keys, Records, ValueSize, MemoryNodes, ComputeNodes,
-// LoadClientsPerCN (or ClientsPerCN), NodeBytes, Mode, Sim and Seed; runs
+// LoadClientsPerCN (or ClientsPerCN), NodeBytes, Mode, Sim, Seed and Compact; runs
 // from the result must have the same ones (and the same Opener) but may
 // differ in everything else. It needs the simulator or the local transport
 // (memory nodes in this process), a workload with a load phase, no traces
@@ -157,14 +161,19 @@ func load(ctx context.Context, cfg Config, explicitNodes bool, gen *Generator) (
 	} else {
 		ph = r.phase(ctx, loadPhase, true, func(i, n int) source { return loadRange(gen, i, n) })
 	}
+	var compacted int64
+	err = ph.firstErr()
+	if err == nil && cfg.Compact && ctx.Err() == nil {
+		compacted, err = r.compact(ctx)
+	}
 	r.close()
-	if err := ph.firstErr(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("ycsb: load phase: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l := &Loaded{key: key, name: name, load: ph, stats: pool.Stats(), hist: r.hist}
+	l := &Loaded{key: key, name: name, load: ph, stats: pool.Stats(), hist: r.hist, compacted: compacted}
 	l.loaded = per(l.stats.AllocBytes-l.stats.FreedBytes, cfg.Records)
 	if cfg.Mode != ModeSim && cfg.Mode != ModeLocal {
 		l.pool, keep = pool, true
@@ -174,6 +183,25 @@ func load(ctx context.Context, cfg Config, explicitNodes bool, gen *Generator) (
 		return nil, err
 	}
 	return l, nil
+}
+
+// compact has one client of the first compute node compact the whole
+// index (Config.Compact), if it is an index.Compacter.
+func (r *runner) compact(ctx context.Context) (int64, error) {
+	c, ok := r.idx[0].(index.Compacter)
+	if !ok {
+		return 0, nil
+	}
+	var n int
+	var err error
+	r.pool.Go(func() { n, err = c.Compact(ctx, nil, nil) })
+	if werr := r.pool.Wait(); werr != nil {
+		return 0, werr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("compact: %w", err)
+	}
+	return int64(n), nil
 }
 
 // Records returns the number of records loaded.

@@ -84,6 +84,9 @@ type Result struct {
 	// once the records are loaded (remote.Stats.AllocBytes less FreedBytes,
 	// without the unused tails of allocation chunks), per record.
 	MNBytesPerKey float64 `json:"mn_bytes_per_key"`
+	// Compacted is the number of pairs Config.Compact moved after the
+	// load (0 without it).
+	Compacted int64 `json:"compacted,omitempty"`
 
 	// WarmupOps is the number of warm-up operations that completed between
 	// the load and the run phase (Config.WarmupOps), WarmupErrors those

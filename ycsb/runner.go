@@ -130,6 +130,13 @@ type Config struct {
 	// gives the same Result as without it. Not with traces, LoadOnly
 	// workloads or crash injection.
 	From *Loaded
+	// Compact, after the load phase, has one client compact the whole
+	// index (index.Compacter; nothing for an index that is not one), as
+	// part of the load: not measured, its verbs in no figure. It lays out
+	// SMART's leaves in key order so that scans read many with one READ;
+	// Result.Compacted counts the pairs it moved and Result.MNBytesPerKey
+	// includes the memory it took.
+	Compact bool
 	// ValueSize is the length of every written value (default 8).
 	ValueSize int
 
@@ -332,6 +339,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := r.result(from.load, m.run, m.before, m.after)
 	res.setWarmup(warm, warmBefore, m.before)
 	res.MNBytesPerKey = from.loaded
+	res.Compacted = from.compacted
 	if err := r.checkCrashes(ctx, res, m); err != nil {
 		return nil, err
 	}

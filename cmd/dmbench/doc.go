@@ -48,7 +48,17 @@
 // operation per record per compute node by default, a scan counting as its mean length,
 // --warmup-ops), mn_bytes_per_key (the
 // memory-node memory the loaded index uses per record), cache_bytes_per_key (what one
-// compute node's index cache holds at the end, per record), and more.
+// compute node's index cache holds at the end, per record), compacted (with
+// --compact), and more.
+//
+// `--compact` (run, compare, factor) has one client compact the index once
+// after the load, as part of it and not measured (index.Compacter: SMART
+// lays its leaves out in key order so that a scan reads runs of them with
+// one READ; Sherman is not a Compacter and is unchanged); compacted counts
+// the pairs moved, and mn_bytes_per_key includes the memory the new layout
+// took (the old leaves stay allocated unless the index reclaims them).
+// `dmbench factor` has SMART's last step, "+compaction after the load",
+// compact in any case.
 //
 // `dmbench run --crash-rate N` (sim only, N up to 1,000,000) stops N random
 // clients per virtual second of the measured phase (the run phase; for

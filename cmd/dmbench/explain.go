@@ -41,6 +41,9 @@ func (o *options) describeSetup(w io.Writer, ws []ycsb.Workload, clients []int) 
 	if o.loadClients > 0 {
 		load = fmt.Sprintf("load (by %d clients per compute node, whatever the run's)", o.loadClients)
 	}
+	if o.compact {
+		load += " and one compaction (--compact)"
+	}
 	fmt.Fprintf(w, "       per run: %s, %s (not measured), then %d measured operations\n", load, warm, o.ops)
 	fmt.Fprintf(w, "       each run starts from its loaded index with cold caches; runs with the same load share it\n")
 	fmt.Fprintf(w, "       %d memory nodes × %d compute nodes × {%s} clients per compute node, %.0f MiB cache per compute node\n",

@@ -25,20 +25,24 @@ import (
 // 256-slot internal nodes (PaperNodes); the last two steps are this
 // project's departures: nodes allocated by size class
 // (docs/smart-node-growth.md), then inserts of new keys decided on the
-// cache's snapshot of their node (docs/smart-protocol.md).
+// cache's snapshot of their node (docs/smart-protocol.md), then one
+// compaction after the load (Tree.Compact: leaves laid out in key order,
+// so that scans read runs of them with one READ).
 var factorSteps = []struct {
-	name string
-	opts smart.Options
+	name    string
+	opts    smart.Options
+	compact bool
 }{
-	{"ART", smart.Options{PaperNodes: true, LockedInternal: true, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+lock-free internal", smart.Options{PaperNodes: true, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+in-place leaf", smart.Options{PaperNodes: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+release in the batch", smart.Options{PaperNodes: true, Release: smart.ReleaseSecondWrite, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+rear-embedded lock", smart.Options{PaperNodes: true, NoReadDelegation: true, NoWriteCombining: true}},
-	{"+read delegation", smart.Options{PaperNodes: true, NoWriteCombining: true}},
-	{"+write combining", smart.Options{PaperNodes: true}},
-	{"+nodes by size class", smart.Options{NoCachedInserts: true}},
-	{"+inserts on cached snapshots", smart.Options{}},
+	{"ART", smart.Options{PaperNodes: true, LockedInternal: true, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}, false},
+	{"+lock-free internal", smart.Options{PaperNodes: true, OutOfPlaceLeaves: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}, false},
+	{"+in-place leaf", smart.Options{PaperNodes: true, Release: smart.ReleaseRoundTrip, NoReadDelegation: true, NoWriteCombining: true}, false},
+	{"+release in the batch", smart.Options{PaperNodes: true, Release: smart.ReleaseSecondWrite, NoReadDelegation: true, NoWriteCombining: true}, false},
+	{"+rear-embedded lock", smart.Options{PaperNodes: true, NoReadDelegation: true, NoWriteCombining: true}, false},
+	{"+read delegation", smart.Options{PaperNodes: true, NoWriteCombining: true}, false},
+	{"+write combining", smart.Options{PaperNodes: true}, false},
+	{"+nodes by size class", smart.Options{NoCachedInserts: true}, false},
+	{"+inserts on cached snapshots", smart.Options{}, false},
+	{"+compaction after the load", smart.Options{}, true},
 }
 
 // smartWith returns the Opener of SMART with the given switches (a
@@ -84,6 +88,7 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			if i < len(factorSteps) {
 				cfg.Index, cfg.Open = name, smartWith(factorSteps[i].opts)
+				cfg.Compact = cfg.Compact || factorSteps[i].compact
 			}
 			cfgs = append(cfgs, cfg)
 		}

@@ -43,6 +43,7 @@ type options struct {
 	seed        uint64
 	maxTime     time.Duration
 	crashRate   float64 // run only (registerCrash)
+	compact     bool
 }
 
 // defaultOptions are the defaults of run and compare: a few seconds of
@@ -87,6 +88,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.ordering, "ordering", o.ordering, "simulated byte ordering of READ and WRITE: inorder or strict")
 	fs.Float64Var(&o.zipf, "zipf", o.zipf, "Zipfian constant θ of zipfian and latest request distributions, 0 < θ < 1")
 	fs.Uint64Var(&o.seed, "seed", o.seed, "seed of workloads, values and simulator")
+	fs.BoolVar(&o.compact, "compact", false, "after the load, compact the index once (SMART: its leaves laid out in key order, "+
+		"so that a scan reads many with one READ; part of the load, not measured; nothing for Sherman)")
 	fs.DurationVar(&o.maxTime, "max-runtime", o.maxTime, "refuse runs whose estimated minimum runtime exceeds this (0: no limit)")
 }
 
@@ -194,7 +197,7 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 		Index: index, Open: ix.open(), Footprint: ix.footprint, CacheBytes: cache,
 		Workload: w, Keys: keys, Records: o.records, Ops: o.ops, WarmupOps: warmup, ValueSize: o.valueSize,
 		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, LoadClientsPerCN: o.loadClients, NodeBytes: o.mnMB << 20,
-		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed,
+		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed, Compact: o.compact,
 		Shm:        remote.ShmConfig{Dir: o.shmDir},
 		TCP:        remote.TCPConfig{MemoryNodes: o.memnodeList(), Token: o.token},
 		Fabric:     remote.FabricConfig{MemoryNodes: o.memnodeList(), Token: o.token, Provider: o.provider},

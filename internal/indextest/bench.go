@@ -20,7 +20,9 @@ const BenchKeys = 100_000
 // key), Delete (of a present key; it is put back untimed), Scan100 and
 // ReverseScan100 (the first 100 pairs from a random key up, or down, the
 // loop stopping the scan), ScanLimit100 and ReverseScanLimit100 (the same,
-// the scan told the count: index.ScanLimit). Each
+// the scan told the count: index.ScanLimit), CompactedScanLimit100 and
+// CompactedReverseScanLimit100 (the same after index.Compacter's Compact
+// of the whole index, if the index is one). Each
 // reports, besides time, rtt/op, verbs/op, read-B/op and write-B/op from
 // the compute node's remote.Stats, which do not depend on the machine. The
 // sub-benchmark names are the same for every index, so that benchstat can
@@ -32,14 +34,14 @@ const BenchKeys = 100_000
 func Bench(b *testing.B, tg Target) {
 	checkTarget(b, tg)
 	b.Run("Get", func(b *testing.B) {
-		bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+		bench(b, tg, false, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
 			if _, ok, err := x.idx.Get(ctx, x.key(r.IntN(BenchKeys))); err != nil || !ok {
 				b.Fatal(ok, err)
 			}
 		})
 	})
 	b.Run("Update", func(b *testing.B) {
-		bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+		bench(b, tg, false, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
 			if err := x.idx.Put(ctx, x.key(r.IntN(BenchKeys)), x.value(r.Uint64())); err != nil {
 				b.Fatal(err)
 			}
@@ -47,7 +49,7 @@ func Bench(b *testing.B, tg Target) {
 	})
 	b.Run("Insert", func(b *testing.B) {
 		next := BenchKeys
-		bench(b, tg, func(ctx context.Context, x *benchIndex, _ *rand.Rand) {
+		bench(b, tg, false, func(ctx context.Context, x *benchIndex, _ *rand.Rand) {
 			if err := x.idx.Put(ctx, x.key(next), x.value(uint64(next))); err != nil {
 				b.Fatal(err)
 			}
@@ -55,7 +57,7 @@ func Bench(b *testing.B, tg Target) {
 		})
 	})
 	b.Run("Delete", func(b *testing.B) {
-		bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+		bench(b, tg, false, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
 			i := r.IntN(BenchKeys)
 			if found, err := x.idx.Delete(ctx, x.key(i)); err != nil || !found {
 				b.Fatal(found, err)
@@ -68,16 +70,18 @@ func Bench(b *testing.B, tg Target) {
 		})
 	})
 	for _, sc := range []struct {
-		name      string
-		rev, told bool
+		name               string
+		rev, told, compact bool
 	}{
-		{"Scan100", false, false},
-		{"ReverseScan100", true, false},
-		{"ScanLimit100", false, true},
-		{"ReverseScanLimit100", true, true},
+		{"Scan100", false, false, false},
+		{"ReverseScan100", true, false, false},
+		{"ScanLimit100", false, true, false},
+		{"ReverseScanLimit100", true, true, false},
+		{"CompactedScanLimit100", false, true, true},
+		{"CompactedReverseScanLimit100", true, true, true},
 	} {
 		b.Run(sc.name, func(b *testing.B) {
-			bench(b, tg, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
+			bench(b, tg, sc.compact, func(ctx context.Context, x *benchIndex, r *rand.Rand) {
 				scan100(b, ctx, x.idx, x.key(r.IntN(BenchKeys)), sc.rev, sc.told)
 			})
 		})
@@ -135,8 +139,9 @@ func (x *benchIndex) untimed(b *testing.B, fn func()) {
 	b.StartTimer()
 }
 
-// bench loads a fresh index, warms it with one Get per key, and times op.
-func bench(b *testing.B, tg Target, op func(context.Context, *benchIndex, *rand.Rand)) {
+// bench loads a fresh index, compacts it if compact is set and it is an
+// index.Compacter, warms it with one Get per key, and times op.
+func bench(b *testing.B, tg Target, compact bool, op func(context.Context, *benchIndex, *rand.Rand)) {
 	ctx := context.Background()
 	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 30})
 	if err != nil {
@@ -150,6 +155,11 @@ func bench(b *testing.B, tg Target, op func(context.Context, *benchIndex, *rand.
 	b.Cleanup(func() { x.idx.Close() })
 	for i := range BenchKeys {
 		if err := x.idx.Put(ctx, x.key(i), x.value(uint64(i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if c, ok := x.idx.(index.Compacter); ok && compact {
+		if _, err := c.Compact(ctx, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

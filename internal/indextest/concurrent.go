@@ -27,7 +27,8 @@ import (
 //     interleaved with the others' in key order, checking each result;
 //   - scan-with-writers: scans concurrent with writers yield every key
 //     present for the whole scan exactly once, in order, with intact values
-//     (bounded ones, index.ScanLimit, up to their last pair);
+//     (bounded ones, index.ScanLimit, up to their last pair); an
+//     index.Compacter is compacted meanwhile, a random range at a time;
 //   - empty-start: every goroutine inserts into an empty index at once;
 //   - mixed: the mixed workload of RunSim, with hot keys checked by
 //     linearizability.
@@ -367,6 +368,14 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 				var err error
 				var k scanKey
 				switch x := r.IntN(10); {
+				case g == 0 && seq%25 == 0 && isCompacter(idx):
+					// Lay out a random range again under the scans.
+					k = keys[r.IntN(len(keys))]
+					hi := keys[r.IntN(len(keys))].key
+					if bytes.Compare(k.key, hi) > 0 {
+						hi = nil
+					}
+					_, err = idx.(index.Compacter).Compact(ctx, k.key, hi)
 				case x < 2:
 					k = stable[r.IntN(len(stable))]
 					err = idx.Put(ctx, k.key, makeValue(packTag(k.id, g+1, seq+1), tg.vlen(8+r.IntN(57))))
@@ -413,6 +422,12 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 		return nil
 	}))
 	tg.verify(t, ctx, idxs[0], "after the scans with writers")
+}
+
+// isCompacter reports whether idx is an index.Compacter.
+func isCompacter(idx index.Index) bool {
+	_, ok := idx.(index.Compacter)
+	return ok
 }
 
 // scanKey is a key of scan-with-writers: stable keys are present all

@@ -24,7 +24,9 @@ import (
 // reads the keys of other goroutines (any result must be a value written to
 // that key, intact), reads and scans a preloaded stable range that nobody
 // writes (exact), and runs Get, Put and Delete on a few hot keys shared by
-// everybody, recorded for the linearizability checker.
+// everybody, recorded for the linearizability checker. An index.Compacter
+// is compacted meanwhile: one operation in 40 lays out the hot keys, the
+// stable range or the goroutine's own keys again.
 
 // ver is one possible state of a key.
 type ver struct {
@@ -247,6 +249,16 @@ func (w *workload) worker(ctx context.Context, g int, idx index.Index, res *wlRe
 	}
 	for range w.ops {
 		res.ops++
+		if c, ok := idx.(index.Compacter); ok && r.IntN(40) == 0 {
+			// Lay out the hot keys, the stable range or the goroutine's own
+			// keys again while the others use them.
+			lo := [][]byte{[]byte("h"), []byte("s"), ownPrefix(g)}[r.IntN(3)]
+			hi := append(bytes.Clone(lo[:len(lo)-1]), lo[len(lo)-1]+1)
+			if _, err := c.Compact(ctx, lo, hi); !w.tolerate(res, err, "Compact", lo) {
+				return
+			}
+			continue
+		}
 		// x < 85 picks a non-hot operation by its share; hotPct of the
 		// operations go to the hot keys.
 		x := r.IntN(85)

@@ -1,0 +1,188 @@
+package smart
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/google/btree"
+
+	"github.com/dmindex/dmindex/internal/testseed"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// compactPair is a pair of the compaction tests' oracle.
+type compactPair struct{ k, v []byte }
+
+func compactLess(a, b compactPair) bool { return bytes.Compare(a.k, b.k) < 0 }
+
+// loadRandom puts n random keys (8 bytes, or 1 to 12 if mixed) with values
+// of 1 to 80 bytes (8 if not mixed) into tr and the oracle.
+func loadRandom(t *testing.T, tr *Tree, o *btree.BTreeG[compactPair], r *rand.Rand, n int, mixed bool) {
+	t.Helper()
+	for range n {
+		k := binary.BigEndian.AppendUint64(nil, r.Uint64())
+		v := bytes.Clone(k)
+		if mixed {
+			k = k[:1+r.IntN(8)]
+			k = append(k, bytes.Repeat([]byte{byte(r.Uint32())}, r.IntN(5))...)
+			v = bytes.Repeat([]byte{byte(r.Uint32())}, 1+r.IntN(80))
+		}
+		if err := tr.Put(t.Context(), k, v); err != nil {
+			t.Fatal(err)
+		}
+		o.ReplaceOrInsert(compactPair{k, v})
+	}
+}
+
+// checkOracle checks a full scan, a full reverse scan and Verify against o.
+func checkOracle(t *testing.T, tr *Tree, o *btree.BTreeG[compactPair], when string) {
+	t.Helper()
+	ctx := t.Context()
+	var want []compactPair
+	o.Ascend(func(p compactPair) bool { want = append(want, p); return true })
+	var got []compactPair
+	for kv, err := range tr.Scan(ctx, nil, nil) {
+		if err != nil {
+			t.Fatalf("%s: Scan: %v", when, err)
+		}
+		got = append(got, compactPair{kv.Key, kv.Value})
+	}
+	eq := func(a, b compactPair) bool { return bytes.Equal(a.k, b.k) && bytes.Equal(a.v, b.v) }
+	if !slices.EqualFunc(got, want, eq) {
+		t.Fatalf("%s: Scan yields %d pairs, the oracle holds %d (or they differ)", when, len(got), len(want))
+	}
+	got = got[:0]
+	for kv, err := range tr.ReverseScan(ctx, nil, nil) {
+		if err != nil {
+			t.Fatalf("%s: ReverseScan: %v", when, err)
+		}
+		got = append(got, compactPair{kv.Key, kv.Value})
+	}
+	slices.Reverse(got)
+	if !slices.EqualFunc(got, want, eq) {
+		t.Fatalf("%s: ReverseScan yields %d pairs, the oracle holds %d (or they differ)", when, len(got), len(want))
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatalf("%s: %v", when, err)
+	}
+}
+
+// scanReads is the READs of 100 told scans of 50 pairs from random keys
+// (reverse ones if desc) and the pairs they yielded.
+func scanReads(t *testing.T, tr *Tree, seed uint64, desc bool) (reads uint64, pairs int) {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 0))
+	before := tr.cn.Stats()
+	for range 100 {
+		from := binary.BigEndian.AppendUint64(nil, r.Uint64())
+		seq := tr.ScanLimit(t.Context(), from, nil, 50)
+		if desc {
+			seq = tr.ReverseScanLimit(t.Context(), nil, from, 50)
+		}
+		for _, err := range seq {
+			if err != nil {
+				t.Fatal(err)
+			}
+			pairs++
+		}
+	}
+	return tr.cn.Stats().Sub(before).Reads, pairs
+}
+
+// TestCompact: Compact moves every leaf of the range it is given, changes
+// no pair (checked against an oracle, forward and reverse, with Verify),
+// and scans of a compacted tree read far fewer leaves: READs of leaves
+// next to one another in memory are merged (scanner.layout), forward and
+// reverse. It fails if the merge is off (the scans then yield wrong pairs
+// or read as much as before).
+func TestCompact(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  Options
+		mixed bool
+	}{
+		{"8-byte", Options{}, false},
+		{"mixed", Options{}, true},
+		{"reclaim", Options{Reclaim: true}, true},
+		{"paper-nodes", Options{PaperNodes: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seed := testseed.Seed(t)
+			r := rand.New(rand.NewPCG(seed, 1))
+			tr, _ := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 64 << 20}, tc.opts)
+			o := btree.NewG(8, compactLess)
+			loadRandom(t, tr, o, r, 20000, tc.mixed)
+			fwd, n0 := scanReads(t, tr, seed, false)
+			rev, n1 := scanReads(t, tr, seed, true)
+
+			// A range first: only its keys move.
+			lo, hi := []byte{0x40}, []byte{0x80}
+			moved, err := tr.Compact(t.Context(), lo, hi)
+			if err != nil {
+				t.Fatal(err)
+			}
+			inRange := 0
+			o.AscendRange(compactPair{k: lo}, compactPair{k: hi}, func(compactPair) bool { inRange++; return true })
+			if moved != inRange {
+				t.Fatalf("Compact(%x, %x) moved %d leaves; the range holds %d keys", lo, hi, moved, inRange)
+			}
+			checkOracle(t, tr, o, "after compacting a range")
+			if moved, err = tr.Compact(t.Context(), nil, nil); err != nil || moved != o.Len() {
+				t.Fatalf("Compact(nil, nil) = %d, %v; want %d keys moved", moved, err, o.Len())
+			}
+			checkOracle(t, tr, o, "after compacting everything")
+			fwd2, m0 := scanReads(t, tr, seed, false)
+			rev2, m1 := scanReads(t, tr, seed, true)
+			if m0 != n0 || m1 != n1 {
+				t.Fatalf("the same scans yielded %d and %d pairs before, %d and %d after", n0, n1, m0, m1)
+			}
+			t.Logf("READs of 100 scans of 50 pairs: forward %d → %d, reverse %d → %d (seed %d)", fwd, fwd2, rev, rev2, seed)
+			if fwd2*2 > fwd || rev2*2 > rev {
+				t.Errorf("scans of a compacted tree read %d and %d times, not less than half of %d and %d", fwd2, rev2, fwd, rev)
+			}
+
+			// Writes after the compaction land where they would without it.
+			loadRandom(t, tr, o, r, 2000, tc.mixed)
+			for i := range 500 {
+				it := compactPair{}
+				o.Ascend(func(p compactPair) bool { it = p; return i > 0 && r.IntN(30) != 0 })
+				if _, err := tr.Delete(t.Context(), it.k); err != nil {
+					t.Fatal(err)
+				}
+				o.Delete(it)
+			}
+			checkOracle(t, tr, o, "after writes to the compacted tree")
+		})
+	}
+}
+
+// TestCompactBadInput: Compact of an empty or inverted range moves
+// nothing; a cancelled context or a closed tree fails with their errors
+// and loses no pair.
+func TestCompactBadInput(t *testing.T) {
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 1}, Options{})
+	o := btree.NewG(8, compactLess)
+	loadRandom(t, tr, o, rand.New(rand.NewPCG(1, 1)), 3000, false)
+	for _, rg := range [][2][]byte{{{0x50}, {0x50}}, {{0x90}, {0x10}}} {
+		if n, err := tr.Compact(t.Context(), rg[0], rg[1]); n != 0 || err != nil {
+			t.Errorf("Compact(%x, %x) = %d, %v; want 0, nil", rg[0], rg[1], n, err)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if n, err := tr.Compact(ctx, nil, nil); !errors.Is(err, context.Canceled) || n != 0 {
+		t.Errorf("Compact with a cancelled context = %d, %v; want 0, context.Canceled", n, err)
+	}
+	checkOracle(t, tr, o, "after a cancelled Compact")
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Compact(t.Context(), nil, nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("Compact of a closed tree: %v; want ErrClosed", err)
+	}
+}
