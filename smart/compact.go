@@ -15,71 +15,167 @@ import (
 // moved. A scan then reads a block's leaves that it needs with one READ
 // instead of one READ each (scan rounds read leaves adjacent in memory
 // together), so the memory nodes' IOPS, which bind a radix tree's scans of
-// small pairs, stop binding them. Leaves inserted or moved later (new keys,
-// values that outgrow their leaf) are placed as before, so a tree under
-// inserts needs Compact again now and then. The values stay as they are:
-// each leaf moves as an update that outgrows its leaf does (moveLeaf: under
-// its lock, the new leaf written and the old one marked before the slot CAS
-// that links the new one), so Compact runs beside every other operation of
-// any compute node and a reader sees the old leaf or the new one, both
-// holding the current value. A leaf that its key's writers move meanwhile
-// or that holds another key by then is skipped, its place in the block
-// left unused.
+// small pairs, stop binding them. Leaves that already lie in key order, at
+// least compactKeepRun in a row (a run, holes of deleted leaves allowed),
+// stay where they are, so a second Compact moves nothing, and one after
+// inserts moves the new leaves and the short runs between them. Leaves
+// inserted or moved later (new keys, values that outgrow their leaf) are
+// placed as before. The values stay as they are: each leaf moves as an
+// update that outgrows its leaf does (moveLeaf: under its lock, the new
+// leaf written and the old one marked before the slot CAS that links the
+// new one), so Compact runs beside every other operation of any compute
+// node and a reader sees the old leaf or the new one, both holding the
+// current value. A leaf that its key's writers move meanwhile or that
+// holds another key by then is skipped, its place in the block given back.
 //
 // Each moved leaf's old memory is retired as an outgrown leaf's is: reused
 // with Options.Reclaim, leaked without it, so that Compact without Reclaim
 // grows the memory nodes' use by the size of the leaves it moves. It costs
-// about three round trips per leaf (lock and read, publish, retire) besides
-// the scan that finds the keys.
+// about three round trips per leaf moved (lock and read, publish, retire)
+// besides the scan that finds the keys.
 func (t *Tree) Compact(ctx context.Context, lo, hi []byte) (int, error) {
 	moved := 0
-	var keys [][]byte
-	var classes []int
+	var c chunk
 	for {
-		keys, classes = keys[:0], classes[:0]
-		size, full := 0, false
-		for kv, err := range t.ScanLimit(ctx, lo, hi, compactBlockLeaves) {
-			if err != nil {
-				return moved, err
-			}
-			c := classFor(leafPayload(len(kv.Key), len(kv.Value)))
-			if size+classBytes(c) > compactBlockBytes && len(keys) > 0 {
-				full = true
-				break
-			}
-			keys = append(keys, kv.Key)
-			classes = append(classes, c)
-			size += classBytes(c)
-		}
-		if len(keys) == 0 {
-			return moved, nil
-		}
-		n, err := t.compactBlock(ctx, keys, classes, size)
-		moved += n
+		more, err := c.scan(ctx, t, lo, hi)
 		if err != nil {
 			return moved, err
 		}
-		if !full && len(keys) < compactBlockLeaves {
+		if len(c.keys) == 0 {
 			return moved, nil
 		}
-		lo = append(bytes.Clone(keys[len(keys)-1]), 0) // the least key after the block's last
+		// The pairs between runs of at least compactKeepRun leaves go to
+		// a new block, unless they are one run already (a single pair, or
+		// a short block that an earlier Compact wrote between long runs).
+		from := 0
+		for i := 0; i < len(c.keys); {
+			j := c.runEnd(i)
+			if j-i < compactKeepRun && j < len(c.keys) {
+				i = j
+				continue
+			}
+			end := i
+			if j-i < compactKeepRun {
+				end = j // the chunk ends with short runs
+			}
+			if c.runEnd(from) < end {
+				n, err := t.compactBlock(ctx, c.keys[from:end], c.classes[from:end])
+				moved += n
+				if err != nil {
+					return moved, err
+				}
+			}
+			i, from = j, j
+		}
+		if !more {
+			return moved, nil
+		}
+		lo = append(bytes.Clone(c.keys[len(c.keys)-1]), 0) // the least key after the chunk's last
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return moved, nil
 		}
 	}
 }
 
+// A chunk is the pairs that one round of Compact looks at: at most
+// compactBlockLeaves pairs and compactBlockBytes bytes of leaves, in key
+// order, with their leaves (slot values) and the size classes Compact
+// gives them.
+type chunk struct {
+	keys    [][]byte
+	classes []int
+	leaves  []slot
+}
+
+// scan fills c from lo on and reports whether pairs in [lo, hi) may follow.
+// A run of leaves that the chunk's end would cut is left to the next chunk
+// (unless it is the whole chunk), so that runs are judged whole.
+func (c *chunk) scan(ctx context.Context, t *Tree, lo, hi []byte) (bool, error) {
+	c.keys, c.classes, c.leaves = c.keys[:0], c.classes[:0], c.leaves[:0]
+	size, more := 0, false
+	err := t.scanLeaves(ctx, lo, hi, compactBlockLeaves, func(kv KV, leaf slot) bool {
+		k := classFor(leafPayload(len(kv.Key), len(kv.Value)))
+		if size+classBytes(k) > compactBlockBytes && len(c.keys) > 0 {
+			more = true
+			return false
+		}
+		c.keys, c.classes, c.leaves = append(c.keys, kv.Key), append(c.classes, k), append(c.leaves, leaf)
+		size += classBytes(k)
+		return true
+	})
+	if err != nil {
+		return false, err
+	}
+	if more = more || len(c.keys) == compactBlockLeaves; more {
+		last := len(c.keys) - 1
+		for last > 0 && c.follows(last) {
+			last--
+		}
+		if last > 0 {
+			c.keys, c.classes, c.leaves = c.keys[:last], c.classes[:last], c.leaves[:last]
+		}
+	}
+	return more, nil
+}
+
+// follows reports whether pair i's leaf continues the run of pair i-1's:
+// both of the size class Compact would give them, pair i's at most
+// scanRunGap bytes after the end of the leaf before.
+func (c *chunk) follows(i int) bool {
+	if c.leaves[i].leafClass() != c.classes[i] || c.leaves[i-1].leafClass() != c.classes[i-1] {
+		return false
+	}
+	end := uint64(c.leaves[i-1].addr()) + uint64(classBytes(c.classes[i-1]))
+	a := uint64(c.leaves[i].addr())
+	return a >= end && a-end <= scanRunGap
+}
+
+// runEnd returns the end of the run that starts at pair i.
+func (c *chunk) runEnd(i int) int {
+	j := i + 1
+	for j < len(c.keys) && c.follows(j) {
+		j++
+	}
+	return j
+}
+
+// scanLeaves runs a scan of [lo, hi) told its length (limit) and calls fn
+// with each pair and the slot value of its leaf, until fn returns false.
+func (t *Tree) scanLeaves(ctx context.Context, lo, hi []byte, limit int, fn func(KV, slot) bool) error {
+	if hi != nil && bytes.Compare(lo, hi) >= 0 {
+		return nil
+	}
+	s, err := t.session()
+	if err != nil {
+		return err
+	}
+	defer t.release(s)
+	sc := s.scanner(lo, hi, false, limit)
+	defer sc.keep()
+	err = sc.run(ctx, func(kv KV, _ error) bool { return fn(kv, sc.yielded) })
+	if err == errStop {
+		return nil
+	}
+	return wrapRemote(err)
+}
+
 // A block of Compact holds at most compactBlockLeaves leaves and
 // compactBlockBytes bytes (a READ of a whole block stays far below a scan
-// round's 64 KB).
+// round's 64 KB); runs of at least compactKeepRun leaves stay where they
+// are.
 const (
 	compactBlockBytes  = 16 << 10
 	compactBlockLeaves = 256
+	compactKeepRun     = 16
 )
 
 // compactBlock moves the leaves of keys (ascending, of the given size
-// classes, size bytes in all) into one new block, in that order.
-func (t *Tree) compactBlock(ctx context.Context, keys [][]byte, classes []int, size int) (int, error) {
+// classes) into one new block, in that order.
+func (t *Tree) compactBlock(ctx context.Context, keys [][]byte, classes []int) (int, error) {
+	size := 0
+	for _, c := range classes {
+		size += classBytes(c)
+	}
 	s, err := t.session()
 	if err != nil {
 		return 0, err

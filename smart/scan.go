@@ -2,6 +2,7 @@ package smart
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -80,27 +81,34 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool, limit int) it
 			return
 		}
 		defer t.release(s)
-		// The session's scanner, with the buffers of its last scan: a scan
-		// allocates nothing but its closure and its arena.
-		sc := &s.scan
-		kept := *sc
-		*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
-			front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap,
-			offs: kept.offs}
-		if limit > 0 {
-			// Told its length, the scan reads what the rest needs at once
-			// (round stops where the pairs still to yield are covered).
-			sc.budget, sc.window = scanMaxRound, scanWindow
-		}
-		sc.elo = appendEncoded(kept.elo, lo)
-		if hi != nil {
-			sc.ehi = appendEncoded(kept.ehi, hi)
-		}
+		sc := s.scanner(lo, hi, desc, limit)
 		defer sc.keep()
 		if err := sc.run(ctx, yield); err != nil && err != errStop {
 			yield(KV{}, wrapRemote(err))
 		}
 	}
+}
+
+// scanner returns the session's scanner, set up for a scan of [lo, hi)
+// (desc, limit: as for Tree.scan), with the buffers of its last scan: a
+// scan allocates nothing but its closure and its arena. The caller calls
+// keep when the scan ends.
+func (s *session) scanner(lo, hi []byte, desc bool, limit int) *scanner {
+	sc := &s.scan
+	kept := *sc
+	*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
+		front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap,
+		offs: kept.offs}
+	if limit > 0 {
+		// Told its length, the scan reads what the rest needs at once
+		// (round stops where the pairs still to yield are covered).
+		sc.budget, sc.window = scanMaxRound, scanWindow
+	}
+	sc.elo = appendEncoded(kept.elo, lo)
+	if hi != nil {
+		sc.ehi = appendEncoded(kept.ehi, hi)
+	}
+	return sc
 }
 
 // The bytes one scan round reads (at least one entry) start at
@@ -179,6 +187,7 @@ type scanner struct {
 	noCache bool
 	arena   []byte // the yielded pairs' bytes (see own)
 	last    []byte // the key of the last pair yielded (resume)
+	yielded slot   // the leaf of the pair being yielded (Compact)
 }
 
 // keep empties the scanner's buffers for the session's next scan and drops
@@ -229,6 +238,7 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 		done := 0
 		for n := len(sc.front); n > 0 && sc.front[n-1].ready; n-- {
 			kv := sc.front[n-1].kv()
+			sc.yielded = sc.front[n-1].cur.sl
 			sc.front[n-1] = entry{}
 			sc.front = sc.front[:n-1]
 			if !yield(kv, nil) {
@@ -412,12 +422,16 @@ func (sc *scanner) layout(low, total int) []remote.Op {
 		if e.ready {
 			continue
 		}
-		// The entries from i down to j+1 are read by one READ of [from, to).
-		from := e.cur.sl.addr()
-		to := from.Add(uint64(readSize(e.cur.sl)))
+		// The entries from i down to j+1 are read by one READ of [from,
+		// to); offs holds their addresses until the READ is placed.
+		from := uint64(e.cur.sl.addr())
+		to := from + uint64(readSize(e.cur.sl))
+		sc.offs[i-low] = int(from)
 		j := i - 1
 		if e.cur.sl.isLeaf() {
-			prev, dir := e.cur.sl, 0
+			// [lo, hi): the last leaf of the run, lock word included.
+			lo, hi, dir := from, from+uint64(classBytes(e.cur.sl.leafClass())), 0
+		run:
 			for ; j >= low; j-- {
 				f := &sc.front[j]
 				if f.ready {
@@ -427,22 +441,25 @@ func (sc *scanner) layout(low, total int) []remote.Op {
 				if !sl.isLeaf() {
 					break
 				}
-				a, end := uint64(sl.addr()), uint64(sl.addr())+uint64(classBytes(sl.leafClass()))
-				if p := uint64(prev.addr()) + uint64(classBytes(prev.leafClass())); dir >= 0 && a >= p && a-p <= scanRunGap {
-					dir, to = 1, sl.addr().Add(uint64(readSize(sl)))
-				} else if p := uint64(prev.addr()); dir <= 0 && end <= p && p-end <= scanRunGap {
-					dir, from = -1, sl.addr()
-				} else {
-					break
+				a := uint64(sl.addr())
+				end := a + uint64(classBytes(sl.leafClass()))
+				switch {
+				case dir >= 0 && a >= hi && a-hi <= scanRunGap:
+					dir, to = 1, end-8
+				case dir <= 0 && end <= lo && lo-end <= scanRunGap:
+					dir, from = -1, a
+				default:
+					break run
 				}
-				prev = sl
+				lo, hi = a, end
+				sc.offs[j-low] = int(a)
 			}
 		}
-		span := int(uint64(to) - uint64(from))
-		ops = append(ops, remote.Read(from, sc.buf[off:off+span]))
+		span := int(to - from)
+		ops = append(ops, remote.Read(remote.Addr(from), sc.buf[off:off+span]))
 		for k := i; k > j; k-- {
-			if f := &sc.front[k]; !f.ready {
-				sc.offs[k-low] = off + int(uint64(f.cur.sl.addr())-uint64(from))
+			if !sc.front[k].ready {
+				sc.offs[k-low] += off - int(from)
 			}
 		}
 		off += span
@@ -647,17 +664,19 @@ func (sc *scanner) fromCache(i int) int {
 	// one (cut), all of them if none lacks one. A large entry answers
 	// through its index, a lookup per key; a small one in a pass over its
 	// slots.
-	cut := -1
+	cut, pairs := -1, 0 // pairs: expected under the children before cut
 	if len(words) > artcache.IndexedSlots {
 		for j := range last - first + 1 {
 			b := first + j
 			if sc.desc {
 				b = last - j
 			}
-			if _, w, ok := c.Slot(byte(b)); !ok || !slot(w).isChild() || slot(w).isLeaf() {
+			_, w, ok := c.Slot(byte(b))
+			if !ok || !slot(w).isChild() || slot(w).isLeaf() {
 				cut = b
 				break
 			}
+			pairs += expectedPairs(slot(w))
 		}
 	} else {
 		var missing [4]uint64 // the partial keys of the range without a child node
@@ -682,9 +701,21 @@ func (sc *scanner) fromCache(i int) int {
 				break
 			}
 		}
+		if cut >= 0 {
+			for _, w := range words {
+				if b := int(slot(w).partial()); slot(w).isChild() && (!sc.desc && first <= b && b < cut || sc.desc && cut < b && b <= last) {
+					pairs += expectedPairs(slot(w))
+				}
+			}
+		}
 	}
-	if cut == first && !sc.desc || cut == last && sc.desc {
-		return 0 // the node's first child in scan order needs the READ
+	// Only part of the range from the snapshot is worth it when that part
+	// is expected to hold the pairs the scan still takes (a scan not told
+	// its length: a full round's worth), since otherwise the rest of the
+	// node is read anyway and the snapshot's copy costs without saving the
+	// READ.
+	if want := cmp.Or(sc.left, scanWindow); cut >= 0 && pairs < want {
+		return 0
 	}
 	// The snapshot stands in for the node unless a slot of it is frozen
 	// (the node was moving when it was read).
