@@ -8,4 +8,10 @@
 // split, node type switch) is a single 8-byte CAS. Leaves are updated in
 // place under a rear-embedded lock and checked by checksum. See
 // docs/layouts.md and docs/smart-protocol.md.
+//
+// Beyond the paper: internal nodes are allocated by size class and move to
+// a larger type when full (Options.PaperNodes keeps the paper's), scans can
+// be told their length (ScanLimit), read runs of leaves that lie next to
+// one another with one READ, and Compact lays leaves out in key order so
+// that they do.
 package smart

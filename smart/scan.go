@@ -634,12 +634,16 @@ func (sc *scanner) remember(prefix []byte, cur cursor, slots []byte) {
 // key of the range has a child node in the snapshot. Slots never become
 // empty again and a slot naming a node only ever names a node (I1), so the
 // node has those children, and no others in the range, now and for the
-// rest of the scan. What a child slot names may have changed since, as it
-// may for any slot the frontier holds: a child that moved is found
-// forwarded or frozen when read (refresh), one under a header split at the
-// wrong depth; either drops the snapshot (dropSnapshot) and reads the slot
-// again. It returns how many entries replace entry i, 0 if the cache
-// cannot stand in for the READ.
+// rest of the scan. When only the range's first partial keys in scan
+// order have child nodes there, and those are expected to hold the pairs
+// the scan still takes, the snapshot stands in for them, and entry i,
+// narrowed to the rest of the range (entry.cut), goes after them: the node
+// is read only if the scan gets there. What a child slot names may have
+// changed since, as it may for any slot the frontier holds: a child that
+// moved is found forwarded or frozen when read (refresh), one under a
+// header split at the wrong depth; either drops the snapshot
+// (dropSnapshot) and reads the slot again. It returns how many entries
+// replace entry i, 0 if the cache cannot stand in for the READ.
 func (sc *scanner) fromCache(i int) int {
 	e := sc.front[i]
 	sc.tmp = append(sc.tmp[:0], e.path...)

@@ -178,13 +178,7 @@ func TestScanFromCache(t *testing.T) {
 		opts := Options{Reclaim: reclaim, ReclaimInterval: time.Hour}
 		tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, opts)
 		var keys [][]byte
-		put := func(x *Tree, k []byte) {
-			t.Helper()
-			if err := x.Put(ctx, k, k); err != nil {
-				t.Fatal(err)
-			}
-			keys = append(keys, k)
-		}
+		put := putter(t, &keys)
 		for b := 2; b < 256; b++ { // a child node under every partial key but 0x00, 0x01 and 0x05
 			if b == 0x05 {
 				continue
@@ -300,13 +294,7 @@ func TestScanPartlyFromCache(t *testing.T) {
 	opts := Options{ReclaimInterval: time.Hour}
 	tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, opts)
 	var keys [][]byte
-	put := func(x *Tree, k []byte) {
-		t.Helper()
-		if err := x.Put(ctx, k, k); err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k)
-	}
+	put := putter(t, &keys)
 	for b := 2; b < 0x80; b++ {
 		put(tr, []byte{byte(b), 'a'})
 		put(tr, []byte{byte(b), 'b'})
@@ -396,5 +384,17 @@ func TestScanPartlyFromCache(t *testing.T) {
 	scan(readers[0], []byte{0x70}, []byte{0x91}, 0, true) // 0x90 first: the root is read
 	if err := tr.Verify(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// putter returns a function that puts k with the value k through a tree
+// and records k in keys.
+func putter(t *testing.T, keys *[][]byte) func(x *Tree, k []byte) {
+	return func(x *Tree, k []byte) {
+		t.Helper()
+		if err := x.Put(t.Context(), k, k); err != nil {
+			t.Fatal(err)
+		}
+		*keys = append(*keys, k)
 	}
 }
