@@ -128,14 +128,16 @@ func TestCompact(t *testing.T) {
 			}
 			inRange := 0
 			o.AscendRange(compactPair{k: lo}, compactPair{k: hi}, func(compactPair) bool { inRange++; return true })
-			if moved != inRange {
+			// Every leaf but perhaps the range's last, when a chunk leaves
+			// it alone (one leaf is a run of its own already).
+			if moved != inRange && moved != inRange-1 {
 				t.Fatalf("Compact(%x, %x) moved %d leaves; the range holds %d keys", lo, hi, moved, inRange)
 			}
 			checkOracle(t, tr, o, "after compacting a range")
 			// Everything: the keys outside the range move, those inside
 			// where the blocks differ from the range's.
-			if moved, err = tr.Compact(t.Context(), nil, nil); err != nil || moved < o.Len()-inRange || moved > o.Len() {
-				t.Fatalf("Compact(nil, nil) = %d, %v; want %d to %d keys moved", moved, err, o.Len()-inRange, o.Len())
+			if moved, err = tr.Compact(t.Context(), nil, nil); err != nil || moved < o.Len()-inRange-1 || moved > o.Len() {
+				t.Fatalf("Compact(nil, nil) = %d, %v; want %d to %d keys moved", moved, err, o.Len()-inRange-1, o.Len())
 			}
 			checkOracle(t, tr, o, "after compacting everything")
 			if moved, err = tr.Compact(t.Context(), nil, nil); err != nil || moved != 0 {

@@ -25,7 +25,7 @@ func (o *options) describeSetup(w io.Writer, ws []ycsb.Workload, clients []int) 
 	case o.warmupKeys > 0:
 		warm = fmt.Sprintf("a warm-up of %d keys' worth (a scan counts its mean length)", o.warmupKeys)
 	case o.records > 0:
-		warm = fmt.Sprintf("%d warm-up operations", ycsb.DefaultWarmup(o.records, o.cns))
+		warm = fmt.Sprintf("a warm-up of %d keys' worth (a scan counts its mean length)", ycsb.DefaultWarmup(o.records, o.cns))
 	}
 	var cl []string
 	for _, c := range clients {
