@@ -20,6 +20,15 @@
 // shared by every compute node that opens it; SMART sizes each leaf for
 // its pair.
 //
+// # Optional interfaces
+//
+// An index may implement more than Index: LimitScanner (scans told how
+// many pairs the caller takes, which then read no further; ScanLimit and
+// ReverseScanLimit use it and fall back to stopping the scan), Recoverer
+// (recovery of what crashed clients left behind) and Compacter (a new
+// layout of a key range's remote memory for cheaper scans). Both trees
+// are LimitScanners and Recoverers; SMART is a Compacter.
+//
 // # No Len
 //
 // There is no count of keys. An exact count on disaggregated memory needs
