@@ -53,7 +53,7 @@ const judgeEvery = 16
 // new client of the compute node.
 func (t *Tree) replace(s *session) {
 	t.rstats.crashed.Add(1)
-	for {
+	for repairs := 0; ; {
 		// The member must be marked dead: its compute node's heartbeat goes
 		// on, so nothing else would ever judge its locks free. A client
 		// that crashes doing it is replaced in turn.
@@ -61,7 +61,13 @@ func (t *Tree) replace(s *session) {
 		if s.m != nil {
 			_ = s.m.MarkDead(context.Background(), ns.c) // otherwise fails only if the pool closed
 		}
-		if s.flag.set && !ns.c.Crashed() {
+		if s.flag.set && !ns.c.Crashed() && repairs < maxCrashRepairs {
+			// A repair whose clients keep crashing is left to the
+			// waiters, which repair a flag that stood still for a lease:
+			// retried without end here, it would hold the operation (and,
+			// under fault injection that stops the next client to post,
+			// every repairer) forever.
+			repairs++
 			ns.repairCrashed(s.flag)
 		}
 		if ns.c.Crashed() {
@@ -74,6 +80,10 @@ func (t *Tree) replace(s *session) {
 		return
 	}
 }
+
+// maxCrashRepairs bounds the repairs of one crashed session's moving flag
+// that replace tries, each with a new client.
+const maxCrashRepairs = 4
 
 // flagHold is a moving flag a session set (a move's or a split's mark,
 // I6): the reverse pointer's address, the value the flag CAS wrote, and
