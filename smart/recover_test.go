@@ -362,3 +362,33 @@ func TestCrashDuringSettle(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaceGivesUpRepairs: replace repairs a crashed session's moving
+// flag on a new client at most maxCrashRepairs times; when every repairing
+// client crashes too, it leaves the flag to the waiters and still hands
+// back a healthy session, instead of trying for as long as clients crash
+// (the crash battery hung that way under fault injection).
+func TestReplaceGivesUpRepairs(t *testing.T) {
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 1}, Options{})
+	if err := tr.Put(t.Context(), []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.flag = flagHold{set: true, revAddr: tr.rootSlot, flagged: 1}
+	// Each new client: the WRITE that marks the crashed member dead lands,
+	// the repair's first verb crashes it.
+	const armed = 20
+	for range armed {
+		tr.cn.Crash(remote.Fault{After: 1})
+	}
+	tr.replace(s)
+	if struck := armed - tr.cn.Disarm(); struck != maxCrashRepairs {
+		t.Errorf("%d repairing clients crashed, want %d", struck, maxCrashRepairs)
+	}
+	if ns := tr.free[len(tr.free)-1]; ns.c.Crashed() {
+		t.Error("replace handed back a crashed session")
+	}
+}
