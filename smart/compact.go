@@ -93,7 +93,7 @@ type chunk struct {
 func (c *chunk) scan(ctx context.Context, t *Tree, lo, hi []byte) (bool, error) {
 	c.keys, c.classes, c.leaves = c.keys[:0], c.classes[:0], c.leaves[:0]
 	size, more := 0, false
-	err := t.scanLeaves(ctx, lo, hi, compactBlockLeaves, func(kv KV, leaf slot) bool {
+	err := t.runScan(ctx, lo, hi, false, compactBlockLeaves, func(kv KV, leaf slot) bool {
 		k := classFor(leafPayload(len(kv.Key), len(kv.Value)))
 		if size+classBytes(k) > compactBlockBytes && len(c.keys) > 0 {
 			more = true
@@ -125,9 +125,7 @@ func (c *chunk) follows(i int) bool {
 	if c.leaves[i].leafClass() != c.classes[i] || c.leaves[i-1].leafClass() != c.classes[i-1] {
 		return false
 	}
-	end := uint64(c.leaves[i-1].addr()) + uint64(classBytes(c.classes[i-1]))
-	a := uint64(c.leaves[i].addr())
-	return a >= end && a-end <= scanRunGap
+	return inRun(uint64(c.leaves[i-1].addr())+uint64(classBytes(c.classes[i-1])), uint64(c.leaves[i].addr()))
 }
 
 // runEnd returns the end of the run that starts at pair i.
@@ -137,26 +135,6 @@ func (c *chunk) runEnd(i int) int {
 		j++
 	}
 	return j
-}
-
-// scanLeaves runs a scan of [lo, hi) told its length (limit) and calls fn
-// with each pair and the slot value of its leaf, until fn returns false.
-func (t *Tree) scanLeaves(ctx context.Context, lo, hi []byte, limit int, fn func(KV, slot) bool) error {
-	if hi != nil && bytes.Compare(lo, hi) >= 0 {
-		return nil
-	}
-	s, err := t.session()
-	if err != nil {
-		return err
-	}
-	defer t.release(s)
-	sc := s.scanner(lo, hi, false, limit)
-	defer sc.keep()
-	err = sc.run(ctx, func(kv KV, _ error) bool { return fn(kv, sc.yielded) })
-	if err == errStop {
-		return nil
-	}
-	return wrapRemote(err)
 }
 
 // A block of Compact holds at most compactBlockLeaves leaves and

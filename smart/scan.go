@@ -68,25 +68,31 @@ func (t *Tree) ReverseScanLimit(ctx context.Context, lo, hi []byte, limit int) i
 // the most pairs to yield (0: no bound).
 func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool, limit int) iter.Seq2[KV, error] {
 	return func(yield func(KV, error) bool) {
-		if hi != nil && bytes.Compare(lo, hi) >= 0 {
-			return
-		}
-		if t.closed.Load() {
-			yield(KV{}, ErrClosed)
-			return
-		}
-		s, err := t.session()
-		if err != nil {
+		if err := t.runScan(ctx, lo, hi, desc, limit, func(kv KV, _ slot) bool { return yield(kv, nil) }); err != nil {
 			yield(KV{}, err)
-			return
-		}
-		defer t.release(s)
-		sc := s.scanner(lo, hi, desc, limit)
-		defer sc.keep()
-		if err := sc.run(ctx, yield); err != nil && err != errStop {
-			yield(KV{}, wrapRemote(err))
 		}
 	}
+}
+
+// runScan runs a scan of [lo, hi) (desc, limit: as for scan) in a session
+// of its own and calls yield with each pair and the slot value of its
+// leaf until yield returns false. It returns the scan's error, nil when
+// the scan ended or yield stopped it.
+func (t *Tree) runScan(ctx context.Context, lo, hi []byte, desc bool, limit int, yield func(KV, slot) bool) error {
+	if hi != nil && bytes.Compare(lo, hi) >= 0 {
+		return nil
+	}
+	s, err := t.session()
+	if err != nil {
+		return err
+	}
+	defer t.release(s)
+	sc := s.scanner(lo, hi, desc, limit)
+	defer sc.keep()
+	if err := sc.run(ctx, yield); err != nil && err != errStop {
+		return wrapRemote(err)
+	}
+	return nil
 }
 
 // scanner returns the session's scanner, set up for a scan of [lo, hi)
@@ -187,7 +193,6 @@ type scanner struct {
 	noCache bool
 	arena   []byte // the yielded pairs' bytes (see own)
 	last    []byte // the key of the last pair yielded (resume)
-	yielded slot   // the leaf of the pair being yielded (Compact)
 }
 
 // keep empties the scanner's buffers for the session's next scan and drops
@@ -217,7 +222,7 @@ type stopError struct{}
 
 func (*stopError) Error() string { return "smart: scan stopped" }
 
-func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
+func (sc *scanner) run(ctx context.Context, yield func(KV, slot) bool) error {
 	if err := sc.start(ctx); err != nil {
 		return err
 	}
@@ -237,11 +242,10 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, error) bool) error {
 		}
 		done := 0
 		for n := len(sc.front); n > 0 && sc.front[n-1].ready; n-- {
-			kv := sc.front[n-1].kv()
-			sc.yielded = sc.front[n-1].cur.sl
+			kv, leaf := sc.front[n-1].kv(), sc.front[n-1].cur.sl
 			sc.front[n-1] = entry{}
 			sc.front = sc.front[:n-1]
-			if !yield(kv, nil) {
+			if !yield(kv, leaf) {
 				return errStop
 			}
 			sc.last = kv.Key
@@ -444,9 +448,9 @@ func (sc *scanner) layout(low, total int) []remote.Op {
 				a := uint64(sl.addr())
 				end := a + uint64(classBytes(sl.leafClass()))
 				switch {
-				case dir >= 0 && a >= hi && a-hi <= scanRunGap:
+				case dir >= 0 && inRun(hi, a):
 					dir, to = 1, end-8
-				case dir <= 0 && end <= lo && lo-end <= scanRunGap:
+				case dir <= 0 && inRun(end, lo):
 					dir, from = -1, a
 				default:
 					break run
@@ -467,6 +471,11 @@ func (sc *scanner) layout(low, total int) []remote.Op {
 	}
 	return ops
 }
+
+// inRun reports whether a leaf that starts at next is close enough after
+// the end of another (end) for a scan round to read both with one READ:
+// at most scanRunGap bytes between them.
+func inRun(end, next uint64) bool { return next >= end && next-end <= scanRunGap }
 
 // expectedPairs is how many pairs a scan expects from the child of sl: one
 // for a leaf; for a node, the least number of slots a node of its type

@@ -364,18 +364,19 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 	report(t, goAll(t, pool, idxs, cfg, func(g int, idx index.Index) []string {
 		r := newRand(seed ^ mix64(uint64(g)+1))
 		if g%2 == 0 {
+			compacter, _ := idx.(index.Compacter)
 			for seq := 0; seq < 400*cfg.scale || (done.Load() < int32(scanners) && seq < 20000*cfg.scale); seq++ {
 				var err error
 				var k scanKey
 				switch x := r.IntN(10); {
-				case g == 0 && seq%25 == 0 && isCompacter(idx):
+				case g == 0 && seq%25 == 0 && compacter != nil:
 					// Lay out a random range again under the scans.
 					k = keys[r.IntN(len(keys))]
 					hi := keys[r.IntN(len(keys))].key
 					if bytes.Compare(k.key, hi) > 0 {
 						hi = nil
 					}
-					_, err = idx.(index.Compacter).Compact(ctx, k.key, hi)
+					_, err = compacter.Compact(ctx, k.key, hi)
 				case x < 2:
 					k = stable[r.IntN(len(stable))]
 					err = idx.Put(ctx, k.key, makeValue(packTag(k.id, g+1, seq+1), tg.vlen(8+r.IntN(57))))
@@ -422,12 +423,6 @@ func scanWithWriters(t *testing.T, tg Target, cfg concCfg) {
 		return nil
 	}))
 	tg.verify(t, ctx, idxs[0], "after the scans with writers")
-}
-
-// isCompacter reports whether idx is an index.Compacter.
-func isCompacter(idx index.Index) bool {
-	_, ok := idx.(index.Compacter)
-	return ok
 }
 
 // scanKey is a key of scan-with-writers: stable keys are present all
