@@ -477,6 +477,103 @@ func TestHandOverRetag(t *testing.T) {
 	verify(t, t2)
 }
 
+// TestHandOverReceiverCrash hands a lock over from client A to client B of
+// one compute node, and B's client stops in the batch of its re-tag
+// (`[CAS, READ]`): before anything lands (the word still names A, alive and
+// idle) or after the CAS (the word names B, dead). Nobody else waits. No
+// judgement frees a word naming a live client, so the compute node must:
+// a third session locks the page at once by CAS(word: A → own) (a
+// regression: it spun until its retry budget ran out, and other compute
+// nodes until A's node fell silent for a lease), and once B's session is
+// dropped the node frees the word itself (taking it over from B if B's CAS
+// landed), so another compute node writes the page without taking anything
+// over.
+func TestHandOverReceiverCrash(t *testing.T) {
+	for _, tc := range []struct {
+		after int  // verbs of the re-tag batch that land
+		local bool // a third session locks the page before B's is dropped
+	}{{0, true}, {0, false}, {1, false}} {
+		after := tc.after
+		t.Run(fmt.Sprintf("after-%d/local-%v", after, tc.local), func(t *testing.T) {
+			ctx := context.Background()
+			p := simPool(t, remote.InOrder, 1)
+			t1, t2 := openTree(t, p, crashOpts), openTree(t, p, crashOpts)
+			if err := t1.Put(ctx, ikey(1), []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+			leaf := t1.root.Load().addr
+			a, err := t1.session()
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := t1.session()
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _, err := a.lockRead(ctx, leaf, 0, a.buf[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.retag = true
+			a.locked, b.locked = false, true
+			t1.release(a)
+			b.c.Crash(remote.Fault{After: after})
+			if _, _, err := b.readLocked(ctx, h, leaf, 0, b.buf[0]); !errors.Is(err, remote.ErrCrashed) {
+				t.Fatalf("B's re-tag returned %v, want ErrCrashed", err)
+			}
+			word := h.word
+			other := t2.cn.NewClient()
+			readWord := func() uint64 {
+				t.Helper()
+				var w [8]byte
+				if err := other.Read(ctx, word, w[:]); err != nil {
+					t.Fatal(err)
+				}
+				return le.Uint64(w[:])
+			}
+			if got, want := readWord(), []uint64{a.tag, b.tag}[after]; got != want {
+				t.Fatalf("after the crash the word holds %#x, want %#x", got, want)
+			}
+			if tc.local {
+				c, err := t1.session()
+				if err != nil {
+					t.Fatal(err)
+				}
+				hc, _, err := c.lockRead(ctx, leaf, 0, c.buf[0])
+				if err != nil {
+					t.Fatalf("a session of the same compute node could not lock the page: %v", err)
+				}
+				if got := readWord(); got != c.tag {
+					t.Fatalf("the third session holds the word at %#x, want its tag %#x", got, c.tag)
+				}
+				if err := c.unlock(ctx, hc); err != nil {
+					t.Fatal(err)
+				}
+				t1.release(c)
+			}
+			t1.release(b)
+			if got := readWord(); got != 0 {
+				t.Fatalf("after B's session was dropped the word holds %#x, want it free", got)
+			}
+			if err := t2.Put(ctx, ikey(1), []byte("other")); err != nil {
+				t.Fatalf("Put from another compute node: %v", err)
+			}
+			if st := t2.Stats(); st.Recovered != 0 {
+				t.Fatalf("the other compute node took %d locks over, want none", st.Recovered)
+			}
+			if err := t1.Put(ctx, ikey(2), []byte("two")); err != nil {
+				t.Fatal(err)
+			}
+			for k, want := range map[uint64]string{1: "other", 2: "two"} {
+				if v, ok, err := t1.Get(ctx, ikey(k)); err != nil || !ok || string(v) != want {
+					t.Fatalf("Get(%d) = %q, %v, %v; want %q", k, v, ok, err, want)
+				}
+			}
+			verify(t, t2)
+		})
+	}
+}
+
 // TestCrashBattery runs the module's crash batteries (indextest: every
 // fault point of each kind of write, random crashes under concurrency
 // against an oracle and porcupine, a compute node that goes silent holding

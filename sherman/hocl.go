@@ -37,7 +37,13 @@ import (
 // one that finished while a live client writes. A client that crashed never
 // hands the global word over: the local lock passes on without it, and the
 // word, which may guard a page its crash tore, waits for a takeover
-// (recovery.go).
+// (recovery.go). A receiver that crashed before its re-tag was known to
+// land leaves the word naming itself or the previous holder, which is alive
+// and finished with the page, and no judgement frees a live client's word:
+// the compute node notes the word in the local entry (localLock.stale),
+// where the next local holder takes it with CAS(word: previous → own), and
+// frees it with another client (markBuried, freeStale), lest waiters on
+// other compute nodes spin on a live tag.
 
 // lockTable is a compute node's local lock table.
 type lockTable struct {
@@ -52,6 +58,11 @@ type localLock struct {
 	held       bool    // a local client holds the lock
 	served     int     // holders served by the current global acquisition
 	head, tail *waiter // FIFO of local clients waiting
+	// stale is the tag of a previous holder that a crashed receiver of a
+	// hand-over left in the global word without re-tagging it (or 0): the
+	// word holds it, the crashed receiver's tag or anything since a
+	// takeover. The next acquire expects it in its first CAS.
+	stale uint64
 }
 
 // waiter is a client queued on a local lock. Its fields are guarded by the
@@ -67,6 +78,7 @@ type waiter struct {
 // held is a lock acquired by a session.
 type held struct {
 	l      *localLock
+	page   remote.Addr // the page locked
 	word   remote.Addr // global lock word
 	global bool        // the global word is set on our behalf
 	val    uint64      // the global word's value while global
@@ -107,7 +119,7 @@ var zeroWord [8]byte
 func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 	lt := s.t.locks
 	idx, word := lt.lockWord(a)
-	h := held{l: &lt.locks[idx], word: word}
+	h := held{l: &lt.locks[idx], page: a, word: word}
 	l := h.l
 	l.mu.Lock()
 	if !l.held {
@@ -132,7 +144,7 @@ func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 			}
 			l.mu.Unlock()
 			if granted {
-				h.global, h.val = global, val
+				h.global, h.val, h.retag = global, val, global
 				if werr != nil {
 					s.pass(ctx, h)
 					return held{}, werr
@@ -145,7 +157,6 @@ func (s *session) lock(ctx context.Context, a remote.Addr) (held, error) {
 		}
 		if h.global {
 			s.t.stats.handOvers.Add(1)
-			h.retag = true
 			s.locked = true
 			return h, nil
 		}
@@ -167,15 +178,36 @@ const (
 
 // acquire takes the global word of h (whose local entry the session holds)
 // by CAS, judging the holder every judgeEvery failures and taking the lock
-// over from a dead one (recovery.go). On error it passes the local lock on.
+// over from a dead one (recovery.go). A word the entry notes stale is
+// expected to hold the noted tag in the first CAS, not 0. On error it
+// passes the local lock on.
 func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
 	var watch registry.Watch
+	h.l.mu.Lock()
+	expect := h.l.stale
+	h.l.stale = 0
+	h.l.mu.Unlock()
 	for i := 0; ; i++ {
 		h.from = s.m.LockedAt(s.c.Now())
-		old, err := s.c.CAS(ctx, h.word, 0, s.tag)
-		if err == nil && old == 0 {
+		var old uint64
+		var err error
+		if expect != 0 {
+			// Not cancellable: a CAS that did not run would lose the note.
+			old, err = s.c.CAS(context.WithoutCancel(ctx), h.word, expect, s.tag)
+			if err != nil {
+				// The word holds the note's tag or, if the CAS landed, the
+				// session's: received like a hand-over, for pass.
+				h.global, h.val, h.retag = true, expect, true
+				s.pass(ctx, *h)
+				return err
+			}
+		} else {
+			old, err = s.c.CAS(ctx, h.word, 0, s.tag)
+		}
+		if err == nil && old == expect {
 			break
 		}
+		expect = 0
 		if err == nil && i >= judgeFirst && (i-judgeFirst)%judgeEvery == 0 {
 			s.touch()
 			h.from = s.m.LockedAt(s.c.Now())
@@ -293,9 +325,9 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 		h.l.mu.Unlock()
 	}
 	ops := append(s.ops[:0], data...)
-	if h.global && !handOver {
+	release := h.global && !handOver
+	if release {
 		ops = append(ops, remote.Write(h.word, zeroWord[:]))
-		h.global = false
 	}
 	s.ops = ops[:0]
 	var err error
@@ -312,6 +344,11 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 		// A bare unlock: nothing depends on its completion.
 		err = s.c.Post(ctx, ops)
 	}
+	if release && !(h.retag && s.c.Crashed()) {
+		// Released, or lost (pass leaves a crashed client's word alone);
+		// a word handed over and not re-tagged stays with pass to note.
+		h.global = false
+	}
 	s.pass(ctx, h)
 	return err
 }
@@ -320,15 +357,26 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 // if h.global) or frees it. If the global word is still set but nobody waits
 // any more (a waiter gave up), the word is released first. A crashed
 // client's global word is neither handed over nor released: a page under it
-// may be torn, and the next holder takes it over (recovery.go).
+// may be torn, and the next holder takes it over (recovery.go). But a word
+// handed over to the crashed client and not known to be re-tagged (h.retag)
+// guards pages nobody tore and may name a live client: the entry notes it
+// stale, and the compute node frees it (markBuried, freeStale).
 func (s *session) pass(ctx context.Context, h held) {
 	s.locked = false
+	var stale uint64
 	if s.c.Crashed() {
+		if h.global && h.retag {
+			stale = h.val
+			s.t.noteStale(h.page)
+		}
 		h.global = false
 	}
 	l := h.l
 	for {
 		l.mu.Lock()
+		if stale != 0 {
+			l.stale = stale
+		}
 		w := l.head
 		if w == nil && h.global {
 			l.mu.Unlock()

@@ -290,23 +290,58 @@ func (t *Tree) bury(s *session) {
 }
 
 // markBuried marks the members of crashed clients dead with the session's
-// client; those it cannot mark stay in t.unburied.
+// client, then frees the lock words that crashed receivers of hand-overs
+// left (freeStale); what it cannot do stays for the next operation.
 func (s *session) markBuried() {
 	t := s.t
 	t.mu.Lock()
-	ms := t.unburied
-	t.unburied = nil
+	ms, pages := t.unburied, t.stale
+	t.unburied, t.stale = nil, nil
 	t.hasUnburied.Store(false)
 	t.mu.Unlock()
+	keep := func(ms []*registry.Member, pages []remote.Addr) {
+		t.mu.Lock()
+		t.unburied = append(t.unburied, ms...)
+		t.stale = append(t.stale, pages...)
+		t.hasUnburied.Store(true)
+		t.mu.Unlock()
+	}
 	for i, m := range ms {
 		if err := m.MarkDead(context.Background(), s.c); err != nil {
-			t.mu.Lock()
-			t.unburied = append(t.unburied, ms[i:]...)
-			t.hasUnburied.Store(true)
-			t.mu.Unlock()
+			keep(ms[i:], pages)
 			return
 		}
 	}
+	for i, a := range pages {
+		if err := s.freeStale(a); err != nil {
+			keep(nil, pages[i:])
+			return
+		}
+	}
+}
+
+// noteStale records page a, whose global word a crashed receiver of a
+// hand-over left naming the previous holder (hocl.go, pass): that holder
+// is alive, so waiters on other compute nodes would never judge it dead,
+// and the compute node frees the word itself (markBuried).
+func (t *Tree) noteStale(a remote.Addr) {
+	t.mu.Lock()
+	t.stale = append(t.stale, a)
+	t.hasUnburied.Store(true)
+	t.mu.Unlock()
+}
+
+// freeStale locks and unlocks page a: the acquire takes the word noted
+// stale in the local entry (or, if the crashed receiver's re-tag landed,
+// takes it over from that dead client), unless a local holder took it
+// first.
+func (s *session) freeStale(a remote.Addr) error {
+	ctx := context.Background()
+	h, err := s.lock(ctx, a)
+	if err != nil {
+		return err
+	}
+	return s.unlock(ctx, h)
 }
 
 // discard drops a session that failed before serving an operation.

@@ -30,11 +30,12 @@ type Tree struct {
 
 	closed atomic.Bool
 
-	mu       sync.Mutex // guards idle and unburied; never held across a verb or a wait
+	mu       sync.Mutex // guards idle, unburied and stale; never held across a verb or a wait
 	idle     []*session
 	unburied []*registry.Member // crashed clients not yet marked dead (recovery.go)
+	stale    []remote.Addr      // pages whose global words crashed receivers of hand-overs left (hocl.go)
 
-	hasUnburied atomic.Bool // unburied is not empty
+	hasUnburied atomic.Bool // unburied or stale is not empty
 
 	stats counters
 }
