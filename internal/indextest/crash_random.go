@@ -12,10 +12,10 @@ import (
 
 // RunCrashRandom runs the battery's concurrent workloads in the simulator,
 // in InOrder and Strict modes, while remote.Pool.InjectCrashes stops
-// clients at random (at a rate meant to stop about 3% of the operations
-// of the operations, estimated from the
-// virtual time the preload took; the seed of the injection is the
-// subtest's). An operation that returns an error wrapping remote.ErrCrashed
+// clients at random (at a rate meant to stop about 3% of the operations,
+// 6% in the linearizable runs, estimated from the virtual time the preload
+// took, and no more than one and a half times that many; the seed of the
+// injection is the subtest's). An operation that returns an error wrapping remote.ErrCrashed
 // has an unknown outcome:
 //
 //   - mixed: goroutines on several compute nodes (pool.Go) run the mixed

@@ -125,6 +125,15 @@ type workload struct {
 	// fails with ErrContention, and the final check runs Recover on every
 	// compute node first (RunCrashRandom).
 	crashFrac float64
+	// crashPool and crashCap stop the injection once crashCap clients of
+	// crashPool crashed (0: no cap; checked before each operation, so a
+	// run may exceed it by the operations then under way). The rate is an
+	// estimate from an uncontended preload and, on a few hot keys, stopped
+	// about three times crashFrac; porcupine's search grows fast with the
+	// operations that never return, and histories of 120 operations with
+	// more than about 24 of them timed out (30 s) and proved nothing.
+	crashPool *remote.Pool
+	crashCap  uint64
 }
 
 // wlResult is what one goroutine of the workload found.
@@ -249,6 +258,9 @@ func (w *workload) worker(ctx context.Context, g int, idx index.Index, res *wlRe
 	}
 	for range w.ops {
 		res.ops++
+		if w.crashCap > 0 && w.crashPool.Crashes() >= w.crashCap {
+			w.crashPool.InjectCrashes(0, 0)
+		}
 		if c, ok := idx.(index.Compacter); ok && r.IntN(40) == 0 {
 			// Lay out the hot keys, the stable range or the goroutine's own
 			// keys again while the others use them.
@@ -599,6 +611,10 @@ type mixedRun struct {
 	digest     uint64       // hash of the final full scan and of the history
 }
 
+// crashCapFactor sets the crash injection's cap (workload.crashCap) in
+// multiples of the crashes crashFrac asks for.
+const crashCapFactor = 1.5
+
 // runMixed opens the index called name on cns new compute nodes of pool
 // (concurrently),
 // preloads the stable keys, runs the workload, checks the final state and
@@ -657,6 +673,8 @@ func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w 
 		return out
 	}
 	if w.crashFrac > 0 {
+		total := float64(len(w.idxs) * w.perCN * w.ops)
+		w.crashPool, w.crashCap = pool, uint64(math.Ceil(crashCapFactor*w.crashFrac*total))
 		pool.InjectCrashes(w.crashRate(pool.Now()-start), w.seed)
 	}
 	res := w.start(ctx, pool, &wg)
