@@ -392,3 +392,91 @@ func TestReplaceGivesUpRepairs(t *testing.T) {
 		t.Error("replace handed back a crashed session")
 	}
 }
+
+// TestHeaderSplitDiedAfterPublish: a Put on one compute node has read the
+// slot of node N (the keys under "ap") and decided to split N's header for
+// "avocado", when a Put of the same key on another compute node splits it
+// first and its client dies after the CAS that publishes the new node,
+// before N's moving flag is cleared. The first Put's own mark then fails;
+// it must go on from the slot as it is now, through the new node, where
+// the repair finishes the split. It went on from N instead, read N again,
+// found the flag, waited a lease for a repair that finds the slot changed
+// and leaves the flag to a traversal through the new node, and did so for
+// ever (TestCrash/smart/random/linearizable-strict -short -seed=168 hung).
+func TestHeaderSplitDiedAfterPublish(t *testing.T) {
+	ctx := context.Background()
+	keys := [][]byte{[]byte("apple"), []byte("apricot"), []byte("banana")}
+	key := []byte("avocado")
+	opts := Options{Lease: time.Millisecond}
+	for after := 0; ; after++ {
+		if after > 40 {
+			t.Fatal("no fault point left the split published with its flag set: the test tests nothing")
+		}
+		p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		var trees [2]*Tree
+		for i := range trees {
+			if trees[i], err = Open(p.NewComputeNode(), opts); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t1, t2 := trees[0], trees[1]
+		for _, k := range keys {
+			if err := t1.Put(ctx, k, []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := t1.session()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.enc = appendEncoded(a.enc[:0], key)
+		cur, err := a.start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := a.descend(ctx, a.enc, cur)
+		if err != nil || d.out != atMismatch {
+			t.Fatalf("descent for %q: %v, %v; want a mismatch inside N's prefix", key, d.out, err)
+		}
+		t2.cn.Crash(remote.Fault{After: after})
+		if err := t2.Put(ctx, key, []byte("other")); err == nil {
+			t.Fatalf("the other compute node's Put completed with its fault armed after %d verbs", after)
+		} else if !errors.Is(err, remote.ErrCrashed) {
+			t.Fatal(err)
+		}
+		w, err := a.readWord(ctx, d.cur.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rev, err := a.readWord(ctx, d.cur.sl.addr().Add(nodeRevOff))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot(w) == d.cur.sl || remote.Addr(rev)&revMoving == 0 {
+			t1.release(a)
+			continue // not published yet, or its flag already cleared
+		}
+		_, next, err := a.splitHeader(ctx, d, key, []byte("mine"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.sl != slot(w) {
+			t.Fatalf("fault after %d verbs: the Put goes on from slot %#x, not from the new node %#x the slot holds", after, uint64(next.sl), w)
+		}
+		t1.release(a)
+		if err := t1.Put(ctx, key, []byte("mine")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := t1.Recover(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := t1.Verify(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+}

@@ -336,7 +336,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 	if revOld&revMoving != 0 {
 		// Another split of this object is in flight: let it finish, then
 		// read the slot again.
-		return false, cur, s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
+		return s.waitAndReread(ctx, cur, revAddr)
 	}
 	if s.lost() || revOld == 0 {
 		// Decided on what may be reused memory (I8), or on a node that
@@ -360,7 +360,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		ops = s.batch()
 	}
 	if !mark.Succeeded() {
-		return false, cur, s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
+		return s.waitAndReread(ctx, cur, revAddr)
 	}
 	// The flag is this session's from here (a crash inside the batch of
 	// the mark leaves it to the waiters: it may be another split's).
@@ -440,6 +440,21 @@ func (s *session) waitMoving(ctx context.Context, revAddr remote.Addr, fix func(
 			return fix(context.WithoutCancel(ctx), first)
 		}
 	}
+}
+
+// waitAndReread waits for the split whose moving flag is on the reverse
+// pointer at revAddr (repairing it after a lease), then reads cur's slot
+// again for the caller to go on from. Going on from cur as it was would
+// read the same object again: if the split published (the slot leads to a
+// new node now) and its client died before clearing the flag, the repair
+// finds the slot changed and leaves the flag to a traversal through the
+// new node, which the caller would never make.
+func (s *session) waitAndReread(ctx context.Context, cur cursor, revAddr remote.Addr) (bool, cursor, error) {
+	if err := s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr)); err != nil {
+		return false, cur, err
+	}
+	cur, err := s.reread(ctx, cur)
+	return false, cur, err
 }
 
 // splitHeader handles a key that diverges inside s.node's prefix: a new
