@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/internal/indextest"
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/internal/testseed"
@@ -287,17 +288,33 @@ func TestCrashSilentNode(t *testing.T) {
 // against an oracle in which a crashed operation's outcome is unknown: each
 // key reads as one of the values its operations since the last
 // acknowledged one may have left. At the end Recover and Verify pass and
-// every key holds an allowed value.
+// every key holds an allowed value. A run in which no lock was taken over
+// proves little of recovery (about one seed in 200 stops no client while
+// it holds a lock that someone then needs): it is made again with the next
+// seed, at most three times in all.
 func TestCrashRandom(t *testing.T) {
 	for _, o := range orderings {
 		t.Run(o.String(), func(t *testing.T) {
 			seed := testseed.Seed(t)
-			crashRandom(t, o, seed)
+			for attempt := 1; ; attempt++ {
+				st := crashRandom(t, o, seed)
+				if st.HandOvers == 0 || st.Recovered == 0 {
+					if attempt < 3 && !t.Failed() {
+						t.Logf("no hand-over (%d) or no lock recovered (%d): again with seed %d", st.HandOvers, st.Recovered, seed+1)
+						seed++
+						continue
+					}
+					t.Errorf("no hand-over (%d) or no lock recovered (%d): the test does not exercise them", st.HandOvers, st.Recovered)
+				}
+				return
+			}
 		})
 	}
 }
 
-func crashRandom(t *testing.T, o remote.Ordering, seed uint64) {
+// crashRandom makes one run of TestCrashRandom and returns the compute
+// nodes' summed Stats.
+func crashRandom(t *testing.T, o remote.Ordering, seed uint64) index.Stats {
 	ctx := context.Background()
 	const cns, clients, space = 3, 8, 300
 	ops := 150
@@ -407,11 +424,9 @@ func crashRandom(t *testing.T, o remote.Ordering, seed uint64) {
 	if crashes == 0 || st.Crashed == 0 {
 		t.Errorf("no crash injected (%d) or replaced (%d)", crashes, st.Crashed)
 	}
-	if st.HandOvers == 0 || st.Recovered == 0 {
-		t.Errorf("no hand-over (%d) or no lock recovered (%d): the test does not exercise them", st.HandOvers, st.Recovered)
-	}
 	t.Logf("%d crashes injected, %d clients replaced, %d locks recovered, %d hand-overs, virtual time %v",
 		crashes, st.Crashed, st.Recovered, st.HandOvers, p.Report().Elapsed)
+	return st
 }
 
 // TestHandOverRetag hands a lock over from client A to client B of one
