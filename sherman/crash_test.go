@@ -429,6 +429,33 @@ func crashRandom(t *testing.T, o remote.Ordering, seed uint64) index.Stats {
 	return st
 }
 
+// handOver makes two compute nodes' trees holding key 1 in one leaf (the
+// root page) and, on the first, hands the leaf's lock over from session a
+// to session b: the local entry stays held, the global word still names a.
+func handOver(t *testing.T) (t1, t2 *Tree, leaf remote.Addr, a, b *session, h held) {
+	t.Helper()
+	ctx := context.Background()
+	p := simPool(t, remote.InOrder, 1)
+	t1, t2 = openTree(t, p, crashOpts), openTree(t, p, crashOpts)
+	if err := t1.Put(ctx, ikey(1), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	leaf = t1.root.Load().addr
+	var err error
+	if a, err = t1.session(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = t1.session(); err != nil {
+		t.Fatal(err)
+	}
+	if h, _, err = a.lockRead(ctx, leaf, 0, a.buf[0]); err != nil {
+		t.Fatal(err)
+	}
+	h.retag = true
+	a.locked, b.locked = false, true
+	return t1, t2, leaf, a, b, h
+}
+
 // TestHandOverRetag hands a lock over from client A to client B of one
 // compute node, then A dies (marked dead) before B has used the lock, and
 // another compute node takes the word over from A's tag and writes the
@@ -437,28 +464,7 @@ func crashRandom(t *testing.T, o remote.Ordering, seed uint64) index.Stats {
 // acquires the word anew and reads the other node's write.
 func TestHandOverRetag(t *testing.T) {
 	ctx := context.Background()
-	p := simPool(t, remote.InOrder, 1)
-	t1, t2 := openTree(t, p, crashOpts), openTree(t, p, crashOpts)
-	if err := t1.Put(ctx, ikey(1), []byte("old")); err != nil {
-		t.Fatal(err)
-	}
-	leaf := t1.root.Load().addr
-	a, err := t1.session()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := t1.session()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _, err := a.lockRead(ctx, leaf, 0, a.buf[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A hands the lock over to B: the local entry stays held, the global
-	// word still names A.
-	h.retag = true
-	a.locked, b.locked = false, true
+	t1, t2, leaf, a, b, h := handOver(t)
 	other := t1.cn.NewClient()
 	if err := a.m.MarkDead(ctx, other); err != nil {
 		t.Fatal(err)
@@ -511,26 +517,7 @@ func TestHandOverReceiverCrash(t *testing.T) {
 		after := tc.after
 		t.Run(fmt.Sprintf("after-%d/local-%v", after, tc.local), func(t *testing.T) {
 			ctx := context.Background()
-			p := simPool(t, remote.InOrder, 1)
-			t1, t2 := openTree(t, p, crashOpts), openTree(t, p, crashOpts)
-			if err := t1.Put(ctx, ikey(1), []byte("old")); err != nil {
-				t.Fatal(err)
-			}
-			leaf := t1.root.Load().addr
-			a, err := t1.session()
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := t1.session()
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, _, err := a.lockRead(ctx, leaf, 0, a.buf[0])
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.retag = true
-			a.locked, b.locked = false, true
+			t1, t2, leaf, a, b, h := handOver(t)
 			t1.release(a)
 			b.c.Crash(remote.Fault{After: after})
 			if _, _, err := b.readLocked(ctx, h, leaf, 0, b.buf[0]); !errors.Is(err, remote.ErrCrashed) {
