@@ -247,9 +247,5 @@ func (s *session) helpTorn(ctx context.Context, a remote.Addr) error {
 	if err := s.c.Read(ctx, word, w[:]); err != nil || le.Uint64(w[:]) == 0 {
 		return err
 	}
-	h, err := s.lock(ctx, a)
-	if err != nil {
-		return err
-	}
-	return s.unlock(ctx, h)
+	return s.lockUnlock(ctx, a)
 }

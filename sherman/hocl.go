@@ -42,8 +42,8 @@ import (
 // and finished with the page, and no judgement frees a live client's word:
 // the compute node notes the word in the local entry (localLock.stale),
 // where the next local holder takes it with CAS(word: previous → own), and
-// frees it with another client (markBuried, freeStale), lest waiters on
-// other compute nodes spin on a live tag.
+// frees it with another client (markBuried), lest waiters on other compute
+// nodes spin on a live tag.
 
 // lockTable is a compute node's local lock table.
 type lockTable struct {
@@ -189,20 +189,17 @@ func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
 	h.l.mu.Unlock()
 	for i := 0; ; i++ {
 		h.from = s.m.LockedAt(s.c.Now())
-		var old uint64
-		var err error
+		cctx := ctx
 		if expect != 0 {
-			// Not cancellable: a CAS that did not run would lose the note.
-			old, err = s.c.CAS(context.WithoutCancel(ctx), h.word, expect, s.tag)
-			if err != nil {
-				// The word holds the note's tag or, if the CAS landed, the
-				// session's: received like a hand-over, for pass.
-				h.global, h.val, h.retag = true, expect, true
-				s.pass(ctx, *h)
-				return err
-			}
-		} else {
-			old, err = s.c.CAS(ctx, h.word, 0, s.tag)
+			cctx = context.WithoutCancel(ctx) // a CAS that did not run would lose the note
+		}
+		old, err := s.c.CAS(cctx, h.word, expect, s.tag)
+		if err != nil && expect != 0 {
+			// The word holds the note's tag or, if the CAS landed, the
+			// session's: received like a hand-over, for pass.
+			h.global, h.val, h.retag = true, expect, true
+			s.pass(ctx, *h)
+			return err
 		}
 		if err == nil && old == expect {
 			break
@@ -278,6 +275,17 @@ func (s *session) readLocked(ctx context.Context, h held, a remote.Addr, level i
 	return h, p, nil
 }
 
+// lockUnlock locks page a and unlocks it at once, writing nothing, for
+// what locking does on the way: wait for a live holder, take the word over
+// from a dead one and repair its page, take a word noted stale.
+func (s *session) lockUnlock(ctx context.Context, a remote.Addr) error {
+	h, err := s.lock(ctx, a)
+	if err != nil {
+		return err
+	}
+	return s.unlock(ctx, h)
+}
+
 // dequeue removes w from l's queue; l.mu must be held.
 func (l *localLock) dequeue(w *waiter) {
 	var prev *waiter
@@ -344,10 +352,8 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 		// A bare unlock: nothing depends on its completion.
 		err = s.c.Post(ctx, ops)
 	}
-	if release && !(h.retag && s.c.Crashed()) {
-		// Released, or lost (pass leaves a crashed client's word alone);
-		// a word handed over and not re-tagged stays with pass to note.
-		h.global = false
+	if release && !s.c.Crashed() {
+		h.global = false // released, or lost with the error
 	}
 	s.pass(ctx, h)
 	return err
@@ -360,7 +366,7 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 // may be torn, and the next holder takes it over (recovery.go). But a word
 // handed over to the crashed client and not known to be re-tagged (h.retag)
 // guards pages nobody tore and may name a live client: the entry notes it
-// stale, and the compute node frees it (markBuried, freeStale).
+// stale, and the compute node frees it (markBuried).
 func (s *session) pass(ctx context.Context, h held) {
 	s.locked = false
 	var stale uint64

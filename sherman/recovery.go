@@ -98,11 +98,7 @@ func (s *session) settle(ctx context.Context, r registry.Redo) error {
 	if v := le.Uint64(w[:]); !registry.IsTag(v) || registry.SlotOf(v) != registry.SlotOf(s.tag) {
 		return nil
 	}
-	h, err := s.lock(ctx, r.Target)
-	if err != nil {
-		return err
-	}
-	return s.unlock(ctx, h)
+	return s.lockUnlock(ctx, r.Target)
 }
 
 // parseImage decodes a Sherman redo record: the offset in the target page
@@ -291,7 +287,10 @@ func (t *Tree) bury(s *session) {
 
 // markBuried marks the members of crashed clients dead with the session's
 // client, then frees the lock words that crashed receivers of hand-overs
-// left (freeStale); what it cannot do stays for the next operation.
+// left (lockUnlock of their pages: the acquire takes the word noted stale
+// in the local entry or, if the receiver's re-tag landed, takes it over
+// from that dead client, unless a local holder took it first); what it
+// cannot do stays for the next operation.
 func (s *session) markBuried() {
 	t := s.t
 	t.mu.Lock()
@@ -313,7 +312,7 @@ func (s *session) markBuried() {
 		}
 	}
 	for i, a := range pages {
-		if err := s.freeStale(a); err != nil {
+		if err := s.lockUnlock(context.Background(), a); err != nil {
 			keep(nil, pages[i:])
 			return
 		}
@@ -329,19 +328,6 @@ func (t *Tree) noteStale(a remote.Addr) {
 	t.stale = append(t.stale, a)
 	t.hasUnburied.Store(true)
 	t.mu.Unlock()
-}
-
-// freeStale locks and unlocks page a: the acquire takes the word noted
-// stale in the local entry (or, if the crashed receiver's re-tag landed,
-// takes it over from that dead client), unless a local holder took it
-// first.
-func (s *session) freeStale(a remote.Addr) error {
-	ctx := context.Background()
-	h, err := s.lock(ctx, a)
-	if err != nil {
-		return err
-	}
-	return s.unlock(ctx, h)
 }
 
 // discard drops a session that failed before serving an operation.
@@ -460,11 +446,7 @@ func (s *session) sweepPage(ctx context.Context, a remote.Addr, level int) (page
 		return page{}, err
 	}
 	if le.Uint64(w[:]) != 0 || !(page{&s.t.g, b}).valid() {
-		h, err := s.lock(ctx, a)
-		if err != nil {
-			return page{}, err
-		}
-		if err := s.unlock(ctx, h); err != nil {
+		if err := s.lockUnlock(ctx, a); err != nil {
 			return page{}, err
 		}
 	}

@@ -50,12 +50,13 @@ func (t *Tree) Compact(ctx context.Context, lo, hi []byte) (int, error) {
 		from := 0
 		for i := 0; i < len(c.keys); {
 			j := c.runEnd(i)
-			if j-i < compactKeepRun && j < len(c.keys) {
+			short := j-i < compactKeepRun
+			if short && j < len(c.keys) {
 				i = j
 				continue
 			}
 			end := i
-			if j-i < compactKeepRun {
+			if short {
 				end = j // the chunk ends with short runs
 			}
 			if c.runEnd(from) < end {

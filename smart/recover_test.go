@@ -429,19 +429,7 @@ func TestHeaderSplitDiedAfterPublish(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a, err := t1.session()
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.enc = appendEncoded(a.enc[:0], key)
-		cur, err := a.start(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := a.descend(ctx, a.enc, cur)
-		if err != nil || d.out != atMismatch {
-			t.Fatalf("descent for %q: %v, %v; want a mismatch inside N's prefix", key, d.out, err)
-		}
+		a, d := descendTo(t, t1, key, atMismatch) // inside N's prefix
 		t2.cn.Crash(remote.Fault{After: after})
 		if err := t2.Put(ctx, key, []byte("other")); err == nil {
 			t.Fatalf("the other compute node's Put completed with its fault armed after %d verbs", after)

@@ -135,6 +135,14 @@ func lockedLeaf(t *testing.T, tr *Tree, key []byte) (*session, cursor, leafView)
 // holds key. The caller releases the session.
 func leafCursor(t *testing.T, tr *Tree, key []byte) (*session, cursor) {
 	t.Helper()
+	s, d := descendTo(t, tr, key, atLeaf)
+	return s, d.cur
+}
+
+// descendTo takes a session of tr and descends with it for key, which
+// must end with outcome out. The caller releases the session.
+func descendTo(t *testing.T, tr *Tree, key []byte, out outcome) (*session, descent) {
+	t.Helper()
 	ctx := context.Background()
 	s, err := tr.session()
 	if err != nil {
@@ -146,10 +154,10 @@ func leafCursor(t *testing.T, tr *Tree, key []byte) (*session, cursor) {
 		t.Fatal(err)
 	}
 	d, err := s.descend(ctx, s.enc, cur)
-	if err != nil || d.out != atLeaf {
-		t.Fatalf("descent to %q: %v, %v", key, d.out, err)
+	if err != nil || d.out != out {
+		t.Fatalf("descent for %q: %v, %v; want %v", key, d.out, err, out)
 	}
-	return s, d.cur
+	return s, d
 }
 
 func errString(err error) string {
