@@ -95,7 +95,7 @@ func (c *chunk) scan(ctx context.Context, t *Tree, lo, hi []byte) (bool, error) 
 	c.keys, c.classes, c.leaves = c.keys[:0], c.classes[:0], c.leaves[:0]
 	size, more := 0, false
 	err := t.runScan(ctx, lo, hi, false, compactBlockLeaves, func(kv KV, leaf slot) bool {
-		k := classFor(leafPayload(len(kv.Key), len(kv.Value)))
+		k := t.lf.classOf(kv.Key, kv.Value)
 		if size+classBytes(k) > compactBlockBytes && len(c.keys) > 0 {
 			more = true
 			return false
@@ -245,7 +245,7 @@ func (s *session) relocate(ctx context.Context, key []byte, na remote.Addr, clas
 		if res == leafMoved {
 			continue
 		}
-		if classFor(leafPayload(len(key), len(v.value))) != class {
+		if s.t.lf.classOf(key, v.value) != class {
 			err = s.unlock(context.WithoutCancel(ctx), cur.sl, v.meta)
 			break
 		}

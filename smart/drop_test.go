@@ -22,7 +22,7 @@ func TestDropUnlinkedReused(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		class := classFor(leafPayload(8, 8))
+		class := classFor(tr.lf.payload(8, 8))
 		a, err := s.allocLeaf(ctx, 0, class)
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +55,7 @@ func TestSplitChainOutOfMemoryFreesAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.release(s)
-	leafBytes := classBytes(classFor(leafPayload(len(b), len(b))))
+	leafBytes := classBytes(tr.lf.classOf(b, b))
 	leaf, err := s.c.AllocOn(ctx, 0, leafBytes, leafAlign)
 	if err != nil {
 		t.Fatal(err)

@@ -105,52 +105,68 @@ func FuzzSlotAndHeader(f *testing.F) {
 func FuzzLeaf(f *testing.F) {
 	f.Add([]byte("k"), []byte(""), 0, byte(1))
 	f.Add([]byte("key\x00\xff"), bytes.Repeat([]byte("v"), 300), 40, byte(0x80))
-	f.Add([]byte("k"), []byte("value"), -3, byte(0x10)) // a checksum byte
+	f.Add([]byte("k"), []byte("value"), -3, byte(0x10)) // a meta byte
 	f.Fuzz(func(t *testing.T, key, value []byte, flip int, mask byte) {
 		if len(key) == 0 || len(key) > MaxKeyLen || len(value) > 4096 {
 			return
 		}
-		class := classFor(leafPayload(len(key), len(value)))
-		img := leafImage(nil, remote.MakeAddr(1, 4096), key, value, class, 0)
-		if len(img) != classBytes(class) || len(img)%leafAlign != 0 {
-			t.Fatalf("leaf image of %d bytes for class %d", len(img), class)
+		for _, lf := range []leafFormat{{}, {births: true}} {
+			class := lf.classOf(key, value)
+			img := lf.image(nil, remote.MakeAddr(1, 4096), key, value, class, 7)
+			n := classBytes(class)
+			if len(img) != n || len(img)%leafAlign != 0 {
+				t.Fatalf("births %v: leaf image of %d bytes for class %d", lf.births, len(img), class)
+			}
+			wantBirth := uint32(0)
+			if lf.births {
+				wantBirth = 7
+			}
+			v, st := lf.parse(img, class)
+			if st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, value) || v.lock != 0 || v.birth != wantBirth {
+				t.Fatalf("births %v: leaf round trip: state %d, birth %d", lf.births, st, v.birth)
+			}
+			// A reader's READ leaves the lock word out; one byte less is torn.
+			binary.LittleEndian.PutUint64(img[n-8:], 1<<62)
+			if v, st := lf.parse(img[:leafReadBytes(class)], class); st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, value) || v.lock != 0 {
+				t.Fatalf("births %v: leaf read without its lock word: state %d, lock %#x", lf.births, st, v.lock)
+			}
+			if _, st := lf.parse(img[:leafReadBytes(class)-1], class); st != leafTorn {
+				t.Fatalf("births %v: a leaf read short by a byte: state %d", lf.births, st)
+			}
+			if v, _ := lf.parse(img, class); v.lock != 1<<62 {
+				t.Fatalf("births %v: lock word read as %#x", lf.births, v.lock)
+			}
+			binary.LittleEndian.PutUint64(img[n-8:], 0)
+			// Flipping any bit of the key, the value, the birth or the meta
+			// word is detected; flipping only the valid bit reads as
+			// retired. (The padding is not covered.) flip < 0 picks a byte
+			// of the meta word.
+			if mask == 0 {
+				continue
+			}
+			meta := n - 16
+			covered := []int{}
+			for i := leafKeyOff; i < leafKeyOff+len(key)+len(value); i++ {
+				covered = append(covered, i)
+			}
+			for i := n - lf.trailer(); i < n-8; i++ {
+				covered = append(covered, i)
+			}
+			pos := covered[uint(flip)%uint(len(covered))]
+			if flip < 0 {
+				pos = meta + int(uint(-flip)%8)
+			}
+			img[pos] ^= mask
+			want := leafTorn
+			if pos >= meta && (uint64(mask)<<(8*(pos-meta)))&^uint64(metaValidBit) == 0 {
+				want = leafRetired
+			}
+			if _, st := lf.parse(img, class); st == leafOK || (want == leafRetired && st != leafRetired) {
+				t.Fatalf("births %v: corruption at byte %d (mask %#x) read as state %d", lf.births, pos, mask, st)
+			}
+			// Arbitrary bytes never panic the parser.
+			_, _ = lf.parse(value, class)
 		}
-		v, st := parseLeaf(img, class)
-		if st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, value) || v.lock != 0 {
-			t.Fatalf("leaf round trip: state %d", st)
-		}
-		// A reader's READ leaves the lock word out; one byte less is torn.
-		binary.LittleEndian.PutUint64(img[len(img)-8:], 1<<62)
-		if v, st := parseLeaf(img[:leafReadBytes(class)], class); st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, value) || v.lock != 0 {
-			t.Fatalf("leaf read without its lock word: state %d, lock %#x", st, v.lock)
-		}
-		if _, st := parseLeaf(img[:leafReadBytes(class)-1], class); st != leafTorn {
-			t.Fatalf("a leaf read short by a byte: state %d", st)
-		}
-		if v, _ := parseLeaf(img, class); v.lock != 1<<62 {
-			t.Fatalf("lock word read as %#x", v.lock)
-		}
-		binary.LittleEndian.PutUint64(img[len(img)-8:], 0)
-		// Flipping any bit of meta, checksum, key or value is detected;
-		// flipping only the valid bit reads as retired.
-		if mask == 0 {
-			return
-		}
-		// (The padding between value and checksum is not covered.)
-		pos := leafMetaOff + int(uint(flip)%uint(leafKeyOff+len(key)+len(value)-leafMetaOff))
-		if flip < 0 {
-			pos = leafSumOff(class) + int(uint(-flip)%8)
-		}
-		img[pos] ^= mask
-		want := leafTorn
-		if pos < leafMetaOff+8 && (uint64(mask)<<(8*(pos-leafMetaOff)))&^uint64(metaValidBit) == 0 {
-			want = leafRetired
-		}
-		if _, st := parseLeaf(img, class); st == leafOK || (want == leafRetired && st != leafRetired) {
-			t.Fatalf("corruption at byte %d (mask %#x) read as state %d", pos, mask, st)
-		}
-		// Arbitrary bytes never panic the parser.
-		_, _ = parseLeaf(value, class)
 	})
 }
 
@@ -166,24 +182,30 @@ func TestSizeClasses(t *testing.T) {
 		}
 		prev = n
 	}
-	if classFor(leafPayload(MaxKeyLen, MaxValueLen)) < 0 {
+	if classFor((leafFormat{births: true}).payload(MaxKeyLen, MaxValueLen)) < 0 {
 		t.Fatal("largest leaf has no class")
 	}
-	// The data and no padding beyond 16-byte granularity for small leaves:
-	// amplification and footprint depend on it (docs/layouts.md).
-	for _, c := range []struct{ k, v, bytes int }{
-		{8, 8, 48}, {1, 0, 48}, {8, 16, 64}, {32, 8, 80}, {8, 64, 112}, {32, 64, 128}, {200, 24, 256}, {200, 25, 320},
+	// The data and no padding beyond 8-byte granularity for small leaves:
+	// amplification and footprint depend on it (docs/layouts.md). A leaf
+	// of a tree with births (Options.Reclaim) takes 8 bytes more.
+	for _, c := range []struct {
+		births      bool
+		k, v, bytes int
+	}{
+		{false, 8, 8, 40}, {false, 1, 0, 40}, {false, 8, 16, 48}, {false, 32, 8, 64}, {false, 8, 64, 96},
+		{false, 32, 64, 120}, {false, 200, 32, 256}, {false, 200, 33, 320}, {false, 13, 0, 40}, {false, 14, 3, 48},
+		{true, 8, 8, 48}, {true, 1, 0, 40}, {true, 8, 64, 104}, {true, 200, 24, 256}, {true, 200, 25, 320},
 	} {
-		if got := classBytes(classFor(leafPayload(c.k, c.v))); got != c.bytes {
-			t.Errorf("a %d-byte key and %d-byte value take %d bytes, want %d", c.k, c.v, got, c.bytes)
+		if got := classBytes(classFor((leafFormat{births: c.births}).payload(c.k, c.v))); got != c.bytes {
+			t.Errorf("births %v: a %d-byte key and %d-byte value take %d bytes, want %d", c.births, c.k, c.v, got, c.bytes)
 		}
 	}
 }
 
-// TestUpdateWrites: an in-place update of a value of the same length
-// writes from the value to the end of the leaf (value, padding, checksum,
-// the lock's release) and leaves the meta word and the key alone; a value
-// of another length in the same class rewrites them too (format SMARTv3).
+// TestUpdateWrites: an in-place update writes from the value to the end of
+// the leaf (value, padding, meta word, the lock's release) and leaves the
+// reverse pointer and the key alone, whether or not the value's length
+// changes (format SMARTv4; SMARTv3 rewrote the key for another length).
 // Without redo records, so that the leaf's WRITE is all that is written.
 func TestUpdateWrites(t *testing.T) {
 	ctx := t.Context()
@@ -191,7 +213,7 @@ func TestUpdateWrites(t *testing.T) {
 	defer p.Close()
 	cn := tr.cn
 	key := []byte("user@example.com")
-	class := classFor(leafPayload(len(key), 40))
+	class := classFor(tr.lf.payload(len(key), 40))
 	n := classBytes(class)
 	for _, c := range []struct {
 		value []byte
@@ -199,7 +221,7 @@ func TestUpdateWrites(t *testing.T) {
 	}{
 		{bytes.Repeat([]byte("a"), 40), -1}, // the insert
 		{bytes.Repeat([]byte("b"), 40), n - leafKeyOff - len(key)},
-		{bytes.Repeat([]byte("c"), 39), n - leafMetaOff},
+		{bytes.Repeat([]byte("c"), 39), n - leafKeyOff - len(key)},
 		{bytes.Repeat([]byte("d"), 39), n - leafKeyOff - len(key)},
 	} {
 		before := cn.Stats()

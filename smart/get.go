@@ -98,7 +98,7 @@ func (s *session) get(ctx context.Context, key []byte) ([]byte, bool, error) {
 			if err = s.wait(); err == nil {
 				err = s.judgeLeaf(ctx, cur.sl, s.waits)
 			}
-		case (st == leafOK && s.stale(cur, v.rev)) || s.reused(cur, v.meta):
+		case (st == leafOK && s.stale(cur, v.rev)) || s.reused(cur, v.birth):
 			cur, err = s.reread(ctx, cur)
 		case st == leafOK && v.matches(key):
 			return bytes.Clone(v.value), true, nil

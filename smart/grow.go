@@ -76,7 +76,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	}
 	// The successor and the leaf first: a move that cannot allocate them
 	// changes nothing.
-	class := classFor(leafPayload(len(key), len(value)))
+	class := s.t.lf.classOf(key, value)
 	nt := n.typ.grown()
 	to, err := s.allocNear(ctx, n.addr.MN(), s.t.nodeAlloc(nt), addrAlign)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	j := n.typ.capacity()
 	leaf := leafSlot(s.enc[d.pos], class, la)
 	succ, err := s.forward(ctx, &mv, n.rev, func() slot {
-		s.stage(la, leafImage(s.img, nodeSlotAddr(to, j), key, value, class, s.t.epoch()))
+		s.stage(la, s.t.lf.image(s.img, nodeSlotAddr(to, j), key, value, class, s.t.epoch()))
 		return leaf
 	})
 	if err != nil {

@@ -1699,7 +1699,7 @@ func TestMoveThroughCachedSlot(t *testing.T) {
 	tr := openGrowth(t, cn, smart.Options{})
 	ctx := t.Context()
 	key := func(x byte) []byte { return []byte{0xaa, 0xbb, x, 0, 0, 0, 0, 0} }
-	const moveAlloc = 144 + 48 // a NODE_16 (16 + 16 × 8 bytes) and a 48-byte leaf
+	const moveAlloc = 144 + 40 // a NODE_16 (16 + 16 × 8 bytes) and a 40-byte leaf
 	moves := 0
 	for x := range byte(8) {
 		if _, _, err := tr.Get(ctx, key(0)); err != nil {

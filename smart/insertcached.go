@@ -92,13 +92,13 @@ func (s *session) insertCached(ctx context.Context, cur cursor, key []byte) (boo
 		}
 	}
 	node, value := cur.sl.addr(), s.value()
-	class := classFor(leafPayload(len(key), len(value)))
+	class := s.t.lf.classOf(key, value)
 	la, err := s.allocLeaf(ctx, node.MN(), class)
 	if err != nil {
 		return false, cur, err
 	}
 	at := nodeSlotAddr(node, j)
-	s.img = leafImage(s.img, at, key, value, class, s.t.epoch())
+	s.img = s.t.lf.image(s.img, at, key, value, class, s.t.epoch())
 	want := leafSlot(b, class, la)
 	ops, err := s.link(ctx, append(s.batch(), remote.Write(la, s.img)), remote.CAS(at, 0, uint64(want)))
 	if err != nil {

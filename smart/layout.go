@@ -15,7 +15,7 @@ import (
 //	bit      8  leaf flag
 //	bits  9–15  leaf: size class of the leaf (7 bits); node: node type (3 bits used)
 //	bits 16–23  memory node id
-//	bits 24–62  byte offset >> 4 (39 bits: 16-byte aligned, 2^43 bytes per memory node)
+//	bits 24–62  byte offset >> 3 (39 bits: 8-byte aligned, 2^42 bytes per memory node)
 //	bit     63  frozen: the node holding the slot is moving (docs/smart-node-growth.md)
 //
 // The empty slot is 0. A tombstone (leaf flag set, nil address) keeps the
@@ -28,9 +28,9 @@ const (
 	slotInfoShift = 9
 	slotInfoMask  = 0x7f
 	slotAddrShift = 16
-	addrShift     = 4
-	leafAlign     = 1 << addrShift // leaves: 16-byte granularity (classBytes)
-	addrAlign     = 16             // internal nodes: their words need 8, slots encode 16
+	addrShift     = 3
+	leafAlign     = 1 << addrShift // leaves: 8-byte granularity (classBytes)
+	addrAlign     = 16             // internal nodes: their words need 8, sized in 16-byte steps
 	maxSlotMN     = 1 << 8
 	maxSlotOffset = 1 << (39 + addrShift)
 	slotFrozen    = 1 << 63
@@ -63,8 +63,8 @@ func (s slot) leafClass() int { return s.info() }
 
 func (s slot) addr() remote.Addr { return unpackAddr(uint64(s&^slotFrozen) >> slotAddrShift) }
 
-// packAddr packs a 16-byte aligned address into 47 bits: the memory node
-// id, then the offset / 16.
+// packAddr packs an 8-byte aligned address into 47 bits: the memory node
+// id, then the offset / 8.
 func packAddr(a remote.Addr) uint64 {
 	return uint64(a.MN()) | (a.Offset()>>addrShift)<<8
 }
@@ -233,20 +233,21 @@ func (h header) dropped(n int) header {
 	return makeHeader(h.depth()+n, h.nodeType(), rest[:l-n])
 }
 
-// Leaf: rev pointer, meta, key (encoded form is not stored: the user key
-// is), value, padding, the checksum in the last but one word, and the rear
-// lock word in the last 8 bytes.
+// Leaf (leafFormat in leaf.go): reverse pointer, key (the user key, not its
+// encoded form), value, padding, with Options.Reclaim the birth epoch, the
+// meta word, and the rear lock word in the last 8 bytes.
 //
 //	meta bits  0– 7  key length (1..255)
 //	     bits  8–24  value length (0..65536)
 //	     bit      25  valid (0: retired by a delete or an out-of-place update)
 //	     bits 26–32  size class
-//	     bits 33–63  birth epoch (Options.Reclaim, reclaim.go; 0 without)
+//	     bits 33–63  checksum (leafChecksum)
 const (
 	leafRevOff   = 0
-	leafMetaOff  = 8
-	leafKeyOff   = 16
+	leafKeyOff   = 8
 	metaValidBit = 1 << 25
+	metaSumShift = 33
+	metaFields   = 1<<metaSumShift - 1
 )
 
 // revMoving flags a reverse pointer whose object a split is moving: set by
@@ -261,30 +262,30 @@ const revMoving remote.Addr = 1 << 63
 // again, so a retired leaf is frozen.
 const lockRetired = 1 << 63
 
-func makeMeta(keyLen, valLen, class int, birth uint32) uint64 {
-	return uint64(keyLen) | uint64(valLen)<<8 | metaValidBit | uint64(class)<<26 | uint64(birth&birthMask)<<birthShift
+// makeMeta returns the meta word of a valid leaf without its checksum.
+func makeMeta(keyLen, valLen, class int) uint64 {
+	return uint64(keyLen) | uint64(valLen)<<8 | metaValidBit | uint64(class)<<26
 }
 
-func metaKeyLen(m uint64) int  { return int(m & 0xff) }
-func metaValLen(m uint64) int  { return int(m>>8) & 0x1ffff }
-func metaValid(m uint64) bool  { return m&metaValidBit != 0 }
-func metaClass(m uint64) int   { return int(m>>26) & 0x7f }
-func leafPayload(k, v int) int { return leafKeyOff + k + v + 16 }
+func metaKeyLen(m uint64) int { return int(m & 0xff) }
+func metaValLen(m uint64) int { return int(m>>8) & 0x1ffff }
+func metaValid(m uint64) bool { return m&metaValidBit != 0 }
+func metaClass(m uint64) int  { return int(m>>26) & 0x7f }
 
-// Leaf size classes (7 bits): 16-byte steps from 48 bytes (an 8-byte key
+// Leaf size classes (7 bits): 8-byte steps from 40 bytes (an 8-byte key
 // and value) to 256, 64-byte steps to 4 KiB, then eight steps per doubling
-// up to 448 KiB. Leaves are 16-byte aligned, so a leaf may straddle cache
+// up to 128 KiB. Leaves are 8-byte aligned, so a leaf may straddle cache
 // lines: nothing relies on a leaf's lines, only on its checksum (I7).
 const (
 	numClasses    = 128
-	smallClasses  = 14 // 48, 64, …, 256 bytes
+	smallClasses  = 28 // 40, 48, …, 256 bytes
 	mediumClasses = 60 // 320, 384, …, 4,096 bytes
 )
 
 func classBytes(c int) int {
 	switch {
 	case c < smallClasses:
-		return 16 * (c + 3)
+		return 8 * (c + 5)
 	case c < smallClasses+mediumClasses:
 		return 256 + 64*(c-smallClasses+1)
 	}

@@ -98,13 +98,13 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 		}
 		return false, d.cur, err
 	}
-	class := classFor(leafPayload(len(key), len(value)))
+	class := s.t.lf.classOf(key, value)
 	la, err := s.allocLeaf(ctx, node.MN(), class)
 	if err != nil {
 		_ = s.do(ctx, append(s.batch(), s.unlockOp(node))) // the allocation error is the one to report
 		return false, d.cur, err
 	}
-	s.img = leafImage(s.img, nodeSlotAddr(node, free), key, value, class, s.t.epoch())
+	s.img = s.t.lf.image(s.img, nodeSlotAddr(node, free), key, value, class, s.t.epoch())
 	var word [8]byte
 	binary.LittleEndian.PutUint64(word[:], uint64(leafSlot(b, class, la)))
 	if _, err := s.link(ctx, append(s.batch(), remote.Write(la, s.img)),

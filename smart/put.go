@@ -37,7 +37,7 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 	if len(value) > MaxValueLen {
 		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValueLen)
 	}
-	if n := classBytes(classFor(leafPayload(len(key), len(value)))); int64(n) > t.nodeBytes {
+	if n := classBytes(t.lf.classOf(key, value)); int64(n) > t.nodeBytes {
 		return fmt.Errorf("%w: its leaf of %d bytes exceeds a memory node (%d bytes)", ErrValueTooLarge, n, t.nodeBytes)
 	}
 	s, err := t.session()
@@ -118,8 +118,8 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 	// cancelled, so the lock is always released.
 	ctx = context.WithoutCancel(ctx)
 	value := s.value()
-	if !s.t.opts.OutOfPlaceLeaves && leafPayload(len(key), len(value)) <= classBytes(cur.sl.leafClass()) {
-		return true, cur, s.writeInPlace(ctx, cur.sl, key, value, v.meta)
+	if !s.t.opts.OutOfPlaceLeaves && s.t.lf.fits(key, value, cur.sl.leafClass()) {
+		return true, cur, s.writeInPlace(ctx, cur.sl, key, value, v.birth)
 	}
 	return s.moveLeaf(ctx, cur, v.meta, key, value)
 }
@@ -155,7 +155,7 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte, split bo
 		switch {
 		case st == leafRetired || lockOld == lockRetired || (st == leafOK && s.stale(cur, v.rev)) ||
 			(locked && st == leafOK && v.rev != cur.addr) ||
-			(st != leafTorn && s.reused(cur, v.meta)) || (st == leafTorn && s.mayBeReused(cur)):
+			(st != leafTorn && s.reused(cur, v.birth)) || (st == leafTorn && s.mayBeReused(cur)):
 			if locked {
 				s.unlockAsync(ctx, cur.sl)
 				if st == leafOK && v.rev != cur.addr && !cur.cached {
@@ -234,7 +234,7 @@ func (s *session) lockAndRead(ctx context.Context, sl slot) (leafView, leafState
 	if err := s.do(ctx, ops); err != nil {
 		return leafView{}, 0, 0, err
 	}
-	v, st := parseLeaf(s.leafBuf, sl.leafClass())
+	v, st := s.t.lf.parse(s.leafBuf, sl.leafClass())
 	return v, st, ops[0].Old, nil
 }
 
@@ -254,34 +254,31 @@ func (s *session) unlockAsync(ctx context.Context, sl slot) {
 	_ = s.c.Post(context.WithoutCancel(ctx), ops) // a failure means the pool is closed
 }
 
-// writeInPlace writes the new value into a locked leaf whose meta word was
-// old and releases the lock. By default one WRITE carries the data and, in
-// its last word, the release (invariant I7: the next holder validates what
-// it reads before acting on it, and every line of the WRITE has landed
-// before that holder's READ completes). The WRITE starts at the value when
-// the meta word stays the same (a value of the same length: the key stays
-// too), at the meta word otherwise, and ends with the checksum (the word
-// before the lock). Options.Release selects a second WRITE of the lock word
-// in the same batch (after every data line, by posting order) or in a
-// third round trip.
-func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, old uint64) error {
+// writeInPlace writes the new value into a locked leaf born in epoch
+// birth and releases the lock. By default one WRITE carries the data and,
+// in its last word, the release (invariant I7: the next holder validates
+// what it reads before acting on it, and every line of the WRITE has landed
+// before that holder's READ completes). The WRITE starts at the value (the
+// reverse pointer and the key stay as they are) and ends with the meta word
+// (the word before the lock). Options.Release selects a second WRITE of the
+// lock word in the same batch (after every data line, by posting order) or
+// in a third round trip.
+func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, birth uint32) error {
 	class := sl.leafClass()
 	n := classBytes(class)
 	s.img = grow(s.img, n)
-	meta := fillLeafData(s.img, key, value, class, metaBirth(old)) // the same leaf: its birth stays
-	clear(s.img[n-8:])                                             // the free lock word
+	s.t.lf.fill(s.img, key, value, class, birth) // the same leaf: its birth stays
 	last := n - 8
 	if s.t.opts.Release == ReleaseInWrite {
 		last = n
 	}
-	from := leafMetaOff
-	if meta == old {
-		from = leafKeyOff + len(key)
-	}
+	from := leafKeyOff + len(key)
 	a := sl.addr()
 	// I9: the redo record first, on the leaf's memory node, so that no byte
-	// of the leaf changes before it has landed.
-	ops, err := s.redoOps(ctx, s.batch(), a.Add(leafMetaOff), s.redoImage(n, from))
+	// of the leaf changes before it has landed. Its image is the data part
+	// from the value to the meta word: where it ends tells a repairer the
+	// leaf's class and address (redoLeaf).
+	ops, err := s.redoOps(ctx, s.batch(), a.Add(uint64(from)), s.img[from:n-8])
 	if err != nil {
 		s.unlockAsync(ctx, sl) // nothing was written
 		return err
@@ -300,34 +297,6 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, 
 	return s.doUnder(ctx, lock, append(ops, remote.Write(a.Add(uint64(n-8)), s.img[n-8:n])))
 }
 
-// redoImage returns the image of the redo record of an in-place update
-// whose new leaf of n bytes is in s.img and whose WRITE starts at from: the
-// meta word, then the data part from from (or from the key, if from is the
-// meta word) to the lock word, which the record leaves out. The record's
-// target is the meta word, so that a new incarnation settling it finds the
-// leaf and its class (settle), and the image always ends where the data
-// part ends (applyRedo).
-func (s *session) redoImage(n, from int) []byte {
-	if from == leafMetaOff {
-		return s.img[leafMetaOff : n-8]
-	}
-	s.redoImg = append(append(s.redoImg[:0], s.img[leafMetaOff:leafKeyOff]...), s.img[from:n-8]...)
-	return s.redoImg
-}
-
-// applyRedo applies image, from the redo record of an in-place update
-// (redoImage), to buf, the bytes of the whole leaf, and reports whether the
-// image fits the leaf.
-func applyRedo(buf, image []byte) bool {
-	n := len(buf)
-	if len(image) < 8 || len(image)-8 > n-8-leafKeyOff {
-		return false
-	}
-	copy(buf[leafMetaOff:], image[:8])
-	copy(buf[n-8-(len(image)-8):n-8], image[8:])
-	return true
-}
-
 // moveLeaf replaces a locked leaf whose new value does not fit its size
 // class. The old leaf's valid bit is cleared before the slot CAS that links
 // the new leaf: a reader that reaches the old leaf through a stale path then
@@ -336,7 +305,7 @@ func applyRedo(buf, image []byte) bool {
 // lock is retired for good before returning.
 func (s *session) moveLeaf(ctx context.Context, cur cursor, meta uint64, key, value []byte) (bool, cursor, error) {
 	old := cur.sl
-	class := classFor(leafPayload(len(key), len(value)))
+	class := s.t.lf.classOf(key, value)
 	na, err := s.allocLeaf(ctx, cur.addr.MN(), class)
 	if err != nil {
 		// No memory node has room (or the pool closed): nothing changed;
@@ -362,7 +331,7 @@ func (s *session) moveLeafTo(ctx context.Context, cur cursor, meta uint64, key, 
 	//     linked; I6, L marked before the slot stops leading to it.
 	//  2. CAS(slot: L → L') publishes (I1).
 	//  3. W(L.lock = RETIRED) before returning (I4, I5).
-	s.img = leafImage(s.img, cur.addr, key, value, class, s.t.epoch())
+	s.img = s.t.lf.image(s.img, cur.addr, key, value, class, s.t.epoch())
 	ops := s.markRemoved(append(s.batch(), remote.Write(na, s.img)), old, meta)
 	ops, err := s.linkUnder(ctx, leafLockAddr(old), ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
 	if err != nil {
@@ -397,7 +366,7 @@ func lockedSlotChanged(cur cursor, got slot) error {
 // points to (whose meta word is meta).
 func (s *session) markRemoved(ops []remote.Op, sl slot, meta uint64) []remote.Op {
 	binary.LittleEndian.PutUint64(s.meta[:], meta&^metaValidBit)
-	return append(ops, remote.Write(sl.addr().Add(leafMetaOff), s.meta[:]))
+	return append(ops, remote.Write(sl.addr().Add(uint64(leafMetaOff(sl.leafClass()))), s.meta[:]))
 }
 
 // retire retires the lock of a locked, unlinked leaf (I4) and hands the
@@ -424,7 +393,7 @@ func (s *session) unlock(ctx context.Context, sl slot, meta uint64) error {
 func (s *session) restore(ctx context.Context, sl slot, meta uint64, lock remote.Addr) error {
 	binary.LittleEndian.PutUint64(s.meta[:], meta|metaValidBit)
 	a := sl.addr()
-	ops := append(s.batch(), remote.Write(a.Add(leafMetaOff), s.meta[:]),
+	ops := append(s.batch(), remote.Write(a.Add(uint64(leafMetaOff(sl.leafClass()))), s.meta[:]),
 		remote.Write(leafLockAddr(sl), zeroWord[:]))
 	return s.doUnder(context.WithoutCancel(ctx), lock, ops)
 }
@@ -435,12 +404,12 @@ func (s *session) restore(ctx context.Context, sl slot, meta uint64, lock remote
 // before linked; the tombstone kept the partial key (I1, I2), so the CAS
 // fails only if another operation changed this very slot.
 func (s *session) installLeaf(ctx context.Context, cur cursor, key, value []byte) (bool, cursor, error) {
-	class := classFor(leafPayload(len(key), len(value)))
+	class := s.t.lf.classOf(key, value)
 	na, err := s.allocLeaf(ctx, cur.addr.MN(), class)
 	if err != nil {
 		return false, cur, err
 	}
-	s.img = leafImage(s.img, cur.addr, key, value, class, s.t.epoch())
+	s.img = s.t.lf.image(s.img, cur.addr, key, value, class, s.t.epoch())
 	ops, err := s.link(ctx, append(s.batch(), remote.Write(na, s.img)),
 		remote.CAS(cur.addr, uint64(cur.sl), uint64(leafSlot(cur.sl.partial(), class, na))))
 	if err != nil {

@@ -23,7 +23,7 @@ import (
 //
 // Pins do not cover the cache: it keeps slot words across operations, so a
 // cached slot can name a leaf that was freed and reused since. A reused leaf
-// is recognised by its birth epoch (meta bits 33–63), which is later than
+// is recognised by its birth epoch (the word before its meta word), which is later than
 // the epoch stamped on the cache entry that names it; the reader then reads
 // the slot itself (session.reused). Nor do pins cover a node that the others
 // judged dead while it worked: its operations notice (session.lost) and
@@ -33,13 +33,9 @@ import (
 // epoch stamp; both are kept modulo 2^birthBits and compared as serial
 // numbers.
 const (
-	birthBits  = 31
-	birthShift = 33
-	birthMask  = 1<<birthBits - 1
+	birthBits = 31
+	birthMask = 1<<birthBits - 1
 )
-
-// metaBirth returns the birth epoch of a leaf's meta word.
-func metaBirth(m uint64) uint32 { return uint32(m>>birthShift) & birthMask }
 
 // bornAfter reports whether birth epoch b is later than stamp e, both modulo
 // 2^birthBits: true when b-e lies in [1, 2^(birthBits-1)). A cache entry
@@ -177,7 +173,7 @@ func (s *session) end() {
 // by a compute node whose epoch is past τ, so its new life's birth is
 // later (I8). A leaf newly inserted during the operation, or by a compute
 // node whose epoch runs ahead, also costs that second read: harmless.
-func (s *session) reused(cur cursor, meta uint64) bool {
+func (s *session) reused(cur cursor, birth uint32) bool {
 	if !s.t.opts.Reclaim || cur.confirmed {
 		return false
 	}
@@ -185,7 +181,7 @@ func (s *session) reused(cur cursor, meta uint64) bool {
 	if cur.cached {
 		ref = s.entry.Epoch
 	}
-	if !bornAfter(metaBirth(meta), ref) {
+	if !bornAfter(birth, ref) {
 		return false
 	}
 	if cur.cached {

@@ -70,7 +70,7 @@ func TestReclaimStaleCacheSeesNoGhost(t *testing.T) {
 	}
 	// The insert's leaf image, written, not linked: the slot holds the
 	// victim's tombstone.
-	img := leafImage(nil, slotAddr, victim, []byte("ghost"), sl.leafClass(), tr.epoch())
+	img := tr.lf.image(nil, slotAddr, victim, []byte("ghost"), sl.leafClass(), tr.epoch())
 	c := p.NewComputeNode().NewClient()
 	if err := c.Write(ctx, reusedAt, img); err != nil {
 		t.Fatal(err)

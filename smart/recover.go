@@ -303,16 +303,17 @@ func (s *session) carryRedo(ctx context.Context, a remote.Addr, n int, dead uint
 // otherwise).
 func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf []byte, dead uint64, rec registry.Redo) error {
 	n := classBytes(class)
-	v, st := parseLeaf(buf, class)
+	v, st := s.t.lf.parse(buf, class)
 	if st == leafTorn {
-		if rec.Target != a.Add(leafMetaOff) || !applyRedo(buf, rec.Image) {
+		if ra, rc, ok := redoLeaf(rec.Target, rec.Image); !ok || ra != a || rc != class {
 			return corruptf("I9: leaf %v: torn by the dead writer %#x, which left no redo record of it", a, dead)
 		}
-		if v, st = parseLeaf(buf, class); st == leafTorn {
+		copy(buf[rec.Target-a:], rec.Image)
+		if v, st = s.t.lf.parse(buf, class); st == leafTorn {
 			return corruptf("I9: leaf %v: still torn after the redo record of %#x", a, dead)
 		}
 		// The data part; the lock word stays ours.
-		if err := s.c.Write(ctx, a.Add(leafMetaOff), buf[leafMetaOff:n-8]); err != nil {
+		if err := s.c.Write(ctx, rec.Target, rec.Image); err != nil {
 			return err
 		}
 	}
@@ -384,15 +385,11 @@ func (s *session) relink(ctx context.Context, a remote.Addr, key []byte, rev rem
 // only way to repair the leaf if the cut WRITE tore it.
 func (s *session) settle(ctx context.Context) func(registry.Redo) error {
 	return func(r registry.Redo) error {
-		if len(r.Image) < 8 || r.Target < leafMetaOff {
-			return nil
-		}
-		class := metaClass(binary.LittleEndian.Uint64(r.Image))
-		a := r.Target - leafMetaOff
-		n := classBytes(class)
-		if class >= numClasses || uint64(a)%leafAlign != 0 {
+		a, class, ok := redoLeaf(r.Target, r.Image)
+		if !ok {
 			return nil // not a leaf record of this tree
 		}
+		n := classBytes(class)
 		lock, err := s.readWord(ctx, a.Add(uint64(n-8)))
 		if err != nil || !registry.IsTag(lock) || registry.SlotOf(lock) != r.Tag || lock&^repairBit == s.lockTag() {
 			return err
@@ -400,6 +397,24 @@ func (s *session) settle(ctx context.Context) func(registry.Redo) error {
 		_, err = s.recoverLeaf(ctx, a, class, lock, registry.NoDeadline) // judged by its slot's new incarnation
 		return err
 	}
+}
+
+// redoLeaf returns the leaf that the redo record of an in-place update
+// (target, image; writeInPlace) names: the image runs from the value to the
+// meta word, which gives the leaf's class, and ends at the leaf's lock
+// word. ok is false if the record cannot be such a record (too short, or a
+// leaf that would start past the record's target or be misaligned).
+func redoLeaf(target remote.Addr, image []byte) (a remote.Addr, class int, ok bool) {
+	if len(image) < 8 {
+		return 0, 0, false
+	}
+	class = metaClass(binary.LittleEndian.Uint64(image[len(image)-8:]))
+	n := uint64(classBytes(class))
+	end := target.Offset() + uint64(len(image)) + 8
+	if end < n || target.Offset() <= end-n+leafKeyOff || (end-n)%leafAlign != 0 {
+		return 0, 0, false
+	}
+	return remote.MakeAddr(target.MN(), end-n), class, true
 }
 
 // reserveRedo takes the new member's redo slots on every memory node,

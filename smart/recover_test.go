@@ -250,7 +250,7 @@ func TestStaleWriter(t *testing.T) {
 				}
 				s.c.Compute(3 * lease) // paused: no heartbeat
 				if _, holdErr = s.holding(ctx, leafLockAddr(cur.sl)); holdErr == nil {
-					writeErr = s.writeInPlace(ctx, cur.sl, k, []byte("from a"), v.meta)
+					writeErr = s.writeInPlace(ctx, cur.sl, k, []byte("from a"), v.birth)
 				}
 			})
 			if contended {
@@ -329,7 +329,7 @@ func TestCrashDuringSettle(t *testing.T) {
 		if err := cn.NewClient().Read(ctx, leaf.addr(), buf); err != nil {
 			t.Fatal(err)
 		}
-		_, st := parseLeaf(buf, leaf.leafClass())
+		_, st := tr.lf.parse(buf, leaf.leafClass())
 		return st == leafTorn
 	}
 	cut := -1

@@ -2,17 +2,17 @@ package smart
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"testing"
+
+	"github.com/dmindex/dmindex/remote"
 )
 
 // TestRedoImage cuts the WRITE of every in-place update of a table of
-// leaves after every word and checks that the update's redo record
-// (redoImage) turns the torn leaf into the new one (applyRedo): for a value
-// of the same length the record holds the meta word and the WRITE's bytes
-// from the value on, otherwise the whole data part; neither holds the lock
-// word, which a repairer keeps.
+// leaves after every word and checks that the update's redo record (the
+// WRITE's bytes from the value to the meta word, without the lock word,
+// which a repairer keeps) names its leaf (redoLeaf) and turns the torn leaf
+// into the new one, in both leaf formats.
 func TestRedoImage(t *testing.T) {
 	cases := []struct{ key, old, new string }{
 		{"k", "", "x"},
@@ -23,48 +23,58 @@ func TestRedoImage(t *testing.T) {
 		{"grows", "ab", "abcdefghijk"},
 		{"shrinks", "abcdefghijk", "a"},
 	}
-	for _, tc := range cases {
-		t.Run(fmt.Sprintf("%s/%d->%d", tc.key, len(tc.old), len(tc.new)), func(t *testing.T) {
-			key, oldV, newV := []byte(tc.key), []byte(tc.old), []byte(tc.new)
-			class := classFor(max(leafPayload(len(key), len(oldV)), leafPayload(len(key), len(newV))))
-			n := classBytes(class)
-			before := leafImage(nil, 0x1000, key, oldV, class, 7)
-			s := &session{img: make([]byte, n)}
-			copy(s.img, before)
-			meta := fillLeafData(s.img, key, newV, class, 7)
-			clear(s.img[n-8:])
-			from := leafMetaOff
-			if meta == binary.LittleEndian.Uint64(before[leafMetaOff:]) {
-				from = leafKeyOff + len(key)
-			}
-			if same := len(oldV) == len(newV); same != (from != leafMetaOff) {
-				t.Fatalf("same length %v, but the WRITE starts at %d", same, from)
-			}
-			image := s.redoImage(n, from)
-			want := 8 + n - 8 - from // the meta word, then the WRITE without the lock word
-			if from == leafMetaOff {
-				want = n - 16
-			}
-			if len(image) != want {
-				t.Fatalf("redo image of %d bytes for a WRITE from %d in a leaf of %d", len(image), from, n)
-			}
-			for cut := from; cut <= n-8; cut += 8 {
-				torn := bytes.Clone(before)
-				copy(torn[from:cut], s.img[from:cut])
-				if !applyRedo(torn, image) {
-					t.Fatalf("cut at %d: the image does not fit the leaf", cut)
+	a := remote.MakeAddr(1, 0x1000)
+	for _, lf := range []leafFormat{{}, {births: true}} {
+		for _, tc := range cases {
+			t.Run(fmt.Sprintf("births=%v/%s/%d->%d", lf.births, tc.key, len(tc.old), len(tc.new)), func(t *testing.T) {
+				key, oldV, newV := []byte(tc.key), []byte(tc.old), []byte(tc.new)
+				class := classFor(max(lf.payload(len(key), len(oldV)), lf.payload(len(key), len(newV))))
+				n := classBytes(class)
+				before := lf.image(nil, 0x2000, key, oldV, class, 7)
+				after := bytes.Clone(before)
+				lf.fill(after, key, newV, class, 7)
+				from := leafKeyOff + len(key)
+				image := after[from : n-8]
+				if ra, rc, ok := redoLeaf(a.Add(uint64(from)), image); !ok || ra != a || rc != class {
+					t.Fatalf("the record names leaf %v of class %d (%v), want %v of class %d", ra, rc, ok, a, class)
 				}
-				v, st := parseLeaf(torn, class)
-				if st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, newV) {
-					t.Fatalf("cut at %d: after the redo %v, %q = %q", cut, st, v.key, v.value)
+				for cut := from; cut <= n-8; cut += 8 {
+					torn := bytes.Clone(before)
+					copy(torn[from:cut], after[from:cut])
+					copy(torn[from:], image)
+					v, st := lf.parse(torn, class)
+					if st != leafOK || !bytes.Equal(v.key, key) || !bytes.Equal(v.value, newV) {
+						t.Fatalf("cut at %d: after the redo %v, %q = %q", cut, st, v.key, v.value)
+					}
+					if !bytes.Equal(torn, after) {
+						t.Fatalf("cut at %d: the repaired leaf differs from the new one", cut)
+					}
 				}
-				if !bytes.Equal(torn[:n-8], s.img[:n-8]) {
-					t.Fatalf("cut at %d: the repaired leaf differs from the new one", cut)
-				}
-			}
-		})
+			})
+		}
 	}
-	if applyRedo(make([]byte, 48), make([]byte, 48)) || applyRedo(make([]byte, 48), make([]byte, 4)) {
-		t.Error("applyRedo accepted an image that does not fit a 48-byte leaf")
+}
+
+// TestRedoLeafRejects: records that cannot be an in-place update's are
+// refused, so that settle leaves them alone.
+func TestRedoLeafRejects(t *testing.T) {
+	meta := putWord(nil, makeMeta(8, 8, 0)) // class 0: 40 bytes
+	for _, c := range []struct {
+		name   string
+		target remote.Addr
+		image  []byte
+	}{
+		{"empty", remote.MakeAddr(0, 4096), nil},
+		{"shorter than a word", remote.MakeAddr(0, 4096), meta[:7]},
+		{"a leaf before offset 0", remote.MakeAddr(0, 8), meta},
+		{"no room for a key", remote.MakeAddr(0, 4096), append(make([]byte, 24), meta...)},
+		{"misaligned", remote.MakeAddr(0, 4100), meta},
+	} {
+		if a, class, ok := redoLeaf(c.target, c.image); ok {
+			t.Errorf("%s: accepted as leaf %v of class %d", c.name, a, class)
+		}
+	}
+	if a, _, ok := redoLeaf(remote.MakeAddr(2, 4096+17), append(make([]byte, 7), meta...)); !ok || a != remote.MakeAddr(2, 4096) {
+		t.Errorf("a record of an update from byte 17 names %v, %v; want the leaf at 4096 on memory node 2", a, ok)
 	}
 }

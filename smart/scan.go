@@ -503,9 +503,9 @@ func readSize(sl slot) int {
 
 // leaf resolves a leaf entry read into buf.
 func (sc *scanner) leaf(ctx context.Context, next []entry, e entry, buf []byte) ([]entry, error) {
-	v, st := parseLeaf(buf, e.cur.sl.leafClass())
+	v, st := sc.s.t.lf.parse(buf, e.cur.sl.leafClass())
 	switch {
-	case st == leafOK && !sc.s.reused(e.cur, v.meta):
+	case st == leafOK && !sc.s.reused(e.cur, v.birth):
 		if sc.inRange(v.key) {
 			e.readyWith(sc, v)
 			next = append(next, e)

@@ -27,7 +27,6 @@ type session struct {
 	nodeBuf [nodeAllocBytes]byte
 	leafBuf []byte
 	img     []byte
-	redoImg []byte       // the image of a redo record (redoImage)
 	lockOps [2]remote.Op // lock + read of a node (locked variant)
 	healOp  [1]remote.Op // repair of a parent slot's node type
 	staged  []byte       // images of new structure, written in one batch
@@ -242,7 +241,7 @@ func (s *session) readLeaf(ctx context.Context, sl slot, lock bool) (leafView, l
 	if err := s.c.Read(ctx, sl.addr(), s.leafBuf); err != nil {
 		return leafView{}, 0, err
 	}
-	v, st := parseLeaf(s.leafBuf, sl.leafClass())
+	v, st := s.t.lf.parse(s.leafBuf, sl.leafClass())
 	return v, st, nil
 }
 

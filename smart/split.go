@@ -67,7 +67,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 			return s.growNode(ctx, d, key, value)
 		}
 	}
-	class := classFor(leafPayload(len(key), len(value)))
+	class := s.t.lf.classOf(key, value)
 	la, err := s.allocLeaf(ctx, n.addr.MN(), class)
 	if err != nil {
 		return false, d.cur, err
@@ -82,7 +82,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 	//  3. A slot past the capacity: raise the header type before returning
 	//     (I5), also when helping another insert that used one (I6).
 	j := n.firstEmpty()
-	s.img = leafImage(s.img, n.slotAddr(j), key, value, class, s.t.epoch())
+	s.img = s.t.lf.image(s.img, n.slotAddr(j), key, value, class, s.t.epoch())
 	want := leafSlot(b, class, la)
 	ops := append(s.batch(), remote.Write(la, s.img))
 	for ; j < limit; j++ {
@@ -285,7 +285,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 		return c, err
 	}
 	mn := first.MN()
-	class := classFor(leafPayload(len(key), len(value)))
+	class := s.t.lf.classOf(key, value)
 	la, err := s.allocLeaf(ctx, mn, class)
 	if err != nil {
 		return c, s.dropNode(first, node4, err)
@@ -313,7 +313,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	c.newSlot = leafSlot(e1[lcp], class, la)
 	c.leaf, c.leafClass = la, class
 	s.stage(node, nodeImage(s.img, rev, c.h, c.oldSlot, c.newSlot))
-	s.stage(la, leafImage(s.img, nodeSlotAddr(node, 1), key, value, class, s.t.epoch()))
+	s.stage(la, s.t.lf.image(s.img, nodeSlotAddr(node, 1), key, value, class, s.t.epoch()))
 	return c, nil
 }
 
@@ -472,7 +472,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	if err != nil {
 		return false, cur, err
 	}
-	class := classFor(leafPayload(len(key), len(value)))
+	class := s.t.lf.classOf(key, value)
 	la, err := s.allocLeaf(ctx, ma.MN(), class)
 	if err != nil {
 		return false, cur, err
@@ -482,7 +482,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	s.stage(ma, nodeImage(s.img, cur.addr, mh,
 		nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr),
 		leafSlot(s.enc[pos], class, la)))
-	s.stage(la, leafImage(s.img, nodeSlotAddr(ma, 1), key, value, class, s.t.epoch()))
+	s.stage(la, s.t.lf.image(s.img, nodeSlotAddr(ma, 1), key, value, class, s.t.epoch()))
 	ops := s.stagedOps()
 	target, rev := pos+1, n.rev
 	// Header split: ① publish M in the parent slot (I6 flag on N's reverse

@@ -19,6 +19,7 @@ import (
 type Tree struct {
 	cn        *remote.ComputeNode
 	opts      Options
+	lf        leafFormat // births with Options.Reclaim
 	rootSlot  remote.Addr
 	nodeBytes int64 // size of a memory node: no leaf may be larger
 	// placed counts the bytes this compute node allocated on each memory
@@ -62,9 +63,10 @@ var _ Index = (*Tree)(nil)
 // inserter WRITEs a slot that lock-free inserters CAS) cannot open one tree.
 const (
 	regionBytes           = 64
-	formatMagic           = 0x3376_5452_414d_53 // "SMARTv3": the leaf checksum before the lock word
+	formatMagic           = 0x3476_5452_414d_53 // "SMARTv4": the meta word, with the checksum, before the lock word
 	formatMagicV1         = 0x3176_5452_414d_53 // "SMARTv1", not readable
 	formatMagicV2         = 0x3276_5452_414d_53 // "SMARTv2", not readable
+	formatMagicV3         = 0x3376_5452_414d_53 // "SMARTv3", not readable
 	formatMagicMask       = 1<<56 - 1
 	variantLockedInternal = 1 << 56
 	variantReclaim        = 1 << 57
@@ -135,7 +137,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, fmt.Errorf("smart: pool of %d memory nodes of %d bytes exceeds the slot address space (%d nodes of %d bytes)",
 			p.MemoryNodes(), p.Config().NodeBytes, maxSlotMN, int64(maxSlotOffset))
 	}
-	t := &Tree{cn: cn, opts: opts, retryBudget: opts.RetryBudget,
+	t := &Tree{cn: cn, opts: opts, lf: leafFormat{births: opts.Reclaim}, retryBudget: opts.RetryBudget,
 		rd:    rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining}),
 		cache: newCache(opts)}
 	ctx := context.Background()
@@ -165,6 +167,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 var oldFormats = map[uint64]string{
 	formatMagicV1: "SMARTv1, 64-byte leaf classes",
 	formatMagicV2: "SMARTv2, the leaf checksum after the meta word",
+	formatMagicV3: "SMARTv3, 16-byte leaf classes and a checksum word",
 }
 
 // initRoot creates the root node if the tree is new. The root is an

@@ -33,11 +33,11 @@ func TestWaitForSlowHolder(t *testing.T) {
 			name: "torn by an in-place update",
 			half: func(ctx context.Context, s *session, cur cursor, v leafView) error {
 				// The new meta word (another value length) lands first.
-				binary := putWord(nil, makeMeta(len(key), len(mid), cur.sl.leafClass(), metaBirth(v.meta)))
-				return s.c.Write(ctx, cur.sl.addr().Add(leafMetaOff), binary)
+				binary := putWord(nil, makeMeta(len(key), len(mid), cur.sl.leafClass()))
+				return s.c.Write(ctx, cur.sl.addr().Add(uint64(leafMetaOff(cur.sl.leafClass()))), binary)
 			},
 			rest: func(ctx context.Context, s *session, cur cursor, v leafView) error {
-				return s.writeInPlace(ctx, cur.sl, key, mid, v.meta)
+				return s.writeInPlace(ctx, cur.sl, key, mid, v.birth)
 			},
 			got: func(v []byte, ok bool) bool {
 				return ok && (bytes.Equal(v, mid) || bytes.Equal(v, last))
