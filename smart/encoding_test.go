@@ -240,3 +240,33 @@ func TestUpdateWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLeafFormatOfTree: a tree lays its leaves out by the format its
+// options imply: a leaf of an 8-byte key and an 8-byte value takes 40
+// bytes, 48 in a tree created with Options.Reclaim (the birth word), and
+// reads back whole in both.
+func TestLeafFormatOfTree(t *testing.T) {
+	ctx := t.Context()
+	key, value := []byte("key-0001"), []byte("value-01")
+	for _, c := range []struct {
+		reclaim bool
+		bytes   int
+	}{{false, 40}, {true, 48}} {
+		tr, p := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20}, Options{Reclaim: c.reclaim})
+		if err := tr.Put(ctx, key, value); err != nil {
+			t.Fatal(err)
+		}
+		s, cur := leafCursor(t, tr, key)
+		tr.release(s)
+		if got := classBytes(cur.sl.leafClass()); got != c.bytes {
+			t.Errorf("reclaim %v: the leaf takes %d bytes, want %d", c.reclaim, got, c.bytes)
+		}
+		if v, ok, err := tr.Get(ctx, key); err != nil || !ok || !bytes.Equal(v, value) {
+			t.Errorf("reclaim %v: Get = %q, %v, %v", c.reclaim, v, ok, err)
+		}
+		if err := tr.Verify(ctx); err != nil {
+			t.Error(err)
+		}
+		p.Close()
+	}
+}
