@@ -58,8 +58,8 @@ func (f leafFormat) image(buf []byte, rev remote.Addr, key, value []byte, class 
 
 // fill writes the key, the value, zero padding, the birth (with births),
 // the meta word and a free lock word into buf, the image of a leaf of
-// class c (all but the reverse pointer), and returns the meta word.
-func (f leafFormat) fill(buf, key, value []byte, class int, birth uint32) uint64 {
+// class c (all but the reverse pointer).
+func (f leafFormat) fill(buf, key, value []byte, class int, birth uint32) {
 	n := classBytes(class)
 	copy(buf[leafKeyOff:], key)
 	end := leafKeyOff + len(key) + len(value)
@@ -73,7 +73,6 @@ func (f leafFormat) fill(buf, key, value []byte, class int, birth uint32) uint64
 	meta := makeMeta(len(key), len(value), class)
 	meta |= leafChecksum(meta, birth, buf[leafKeyOff:end]) << metaSumShift
 	binary.LittleEndian.PutUint64(buf[leafMetaOff(class):], meta)
-	return meta
 }
 
 // leafMetaOff is the offset of the meta word in a leaf of class c: the
