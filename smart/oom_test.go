@@ -11,7 +11,7 @@ import (
 )
 
 // fillTree exhausts the memory of p and of tr's sessions: every memory
-// node is filled by another client, then 1-byte keys (each a 64-byte leaf in
+// node is filled by another client, then 1-byte keys (each a 40-byte leaf in
 // the root) are inserted until the session's chunks are used up too.
 func fillTree(t testing.TB, p *remote.Pool, tr *Tree) {
 	t.Helper()
