@@ -72,12 +72,8 @@ func (f leafFormat) fill(buf, key, value []byte, class int, birth uint32) {
 	}
 	meta := makeMeta(len(key), len(value), class)
 	meta |= leafChecksum(meta, birth, buf[leafKeyOff:end]) << metaSumShift
-	binary.LittleEndian.PutUint64(buf[leafMetaOff(class):], meta)
+	binary.LittleEndian.PutUint64(buf[n-16:], meta)
 }
-
-// leafMetaOff is the offset of the meta word in a leaf of class c: the
-// word before the lock word.
-func leafMetaOff(c int) int { return classBytes(c) - 16 }
 
 // leafChecksum is the 31-bit check of a leaf: a hash of its key and value
 // seeded with its meta fields (lengths and class, without the valid bit)

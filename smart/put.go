@@ -244,6 +244,12 @@ func leafLockAddr(sl slot) remote.Addr {
 	return sl.addr().Add(uint64(classBytes(sl.leafClass()) - 8))
 }
 
+// leafMetaAddr returns the address of the meta word of the leaf sl points
+// to (the word before its lock word).
+func leafMetaAddr(sl slot) remote.Addr {
+	return sl.addr().Add(uint64(classBytes(sl.leafClass()) - 16))
+}
+
 // unlockAsync releases a leaf lock without waiting (the protocol does not
 // depend on when it lands).
 func (s *session) unlockAsync(ctx context.Context, sl slot) {
@@ -366,7 +372,7 @@ func lockedSlotChanged(cur cursor, got slot) error {
 // points to (whose meta word is meta).
 func (s *session) markRemoved(ops []remote.Op, sl slot, meta uint64) []remote.Op {
 	binary.LittleEndian.PutUint64(s.meta[:], meta&^metaValidBit)
-	return append(ops, remote.Write(sl.addr().Add(uint64(leafMetaOff(sl.leafClass()))), s.meta[:]))
+	return append(ops, remote.Write(leafMetaAddr(sl), s.meta[:]))
 }
 
 // retire retires the lock of a locked, unlinked leaf (I4) and hands the
@@ -392,8 +398,7 @@ func (s *session) unlock(ctx context.Context, sl slot, meta uint64) error {
 // repairs are not checked, docs/recovery.md).
 func (s *session) restore(ctx context.Context, sl slot, meta uint64, lock remote.Addr) error {
 	binary.LittleEndian.PutUint64(s.meta[:], meta|metaValidBit)
-	a := sl.addr()
-	ops := append(s.batch(), remote.Write(a.Add(uint64(leafMetaOff(sl.leafClass()))), s.meta[:]),
+	ops := append(s.batch(), remote.Write(leafMetaAddr(sl), s.meta[:]),
 		remote.Write(leafLockAddr(sl), zeroWord[:]))
 	return s.doUnder(context.WithoutCancel(ctx), lock, ops)
 }

@@ -34,7 +34,7 @@ func TestWaitForSlowHolder(t *testing.T) {
 			half: func(ctx context.Context, s *session, cur cursor, v leafView) error {
 				// The new meta word (another value length) lands first.
 				binary := putWord(nil, makeMeta(len(key), len(mid), cur.sl.leafClass()))
-				return s.c.Write(ctx, cur.sl.addr().Add(uint64(leafMetaOff(cur.sl.leafClass()))), binary)
+				return s.c.Write(ctx, leafMetaAddr(cur.sl), binary)
 			},
 			rest: func(ctx context.Context, s *session, cur cursor, v leafView) error {
 				return s.writeInPlace(ctx, cur.sl, key, mid, v.birth)
