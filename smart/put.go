@@ -274,8 +274,17 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, 
 	n := classBytes(class)
 	s.img = grow(s.img, n)
 	s.t.lf.fill(s.img, key, value, class, birth) // the same leaf: its birth stays
+	// The release rides in the data's WRITE only if the lock word shares
+	// a line with the meta word (I7): a holder that finds the lock free
+	// then reads the new meta word, whose checksum tells any line still
+	// landing. Otherwise a second WRITE in the batch releases it, after
+	// every line of the first.
+	release := s.t.opts.Release
+	if release == ReleaseInWrite && (sl.addr().Offset()+uint64(n)-8)%s.t.line == 0 {
+		release = ReleaseSecondWrite
+	}
 	last := n - 8
-	if s.t.opts.Release == ReleaseInWrite {
+	if release == ReleaseInWrite {
 		last = n
 	}
 	from := leafKeyOff + len(key)
@@ -291,7 +300,7 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, 
 	}
 	lock := leafLockAddr(sl)
 	ops = append(ops, remote.Write(a.Add(uint64(from)), s.img[from:last]))
-	switch s.t.opts.Release {
+	switch release {
 	case ReleaseInWrite:
 		return s.doUnder(ctx, lock, ops)
 	case ReleaseRoundTrip:

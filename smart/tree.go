@@ -20,6 +20,7 @@ type Tree struct {
 	cn        *remote.ComputeNode
 	opts      Options
 	lf        leafFormat // births with Options.Reclaim
+	line      uint64     // bytes of a WRITE that land together (writeLine)
 	rootSlot  remote.Addr
 	nodeBytes int64 // size of a memory node: no leaf may be larger
 	// placed counts the bytes this compute node allocated on each memory
@@ -137,7 +138,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, fmt.Errorf("smart: pool of %d memory nodes of %d bytes exceeds the slot address space (%d nodes of %d bytes)",
 			p.MemoryNodes(), p.Config().NodeBytes, maxSlotMN, int64(maxSlotOffset))
 	}
-	t := &Tree{cn: cn, opts: opts, lf: leafFormat{births: opts.Reclaim}, retryBudget: opts.RetryBudget,
+	t := &Tree{cn: cn, opts: opts, lf: leafFormat{births: opts.Reclaim}, line: writeLine(p.Config()), retryBudget: opts.RetryBudget,
 		rd:    rdwc.New(rdwc.Options{DisableReads: opts.NoReadDelegation, DisableWrites: opts.NoWriteCombining}),
 		cache: newCache(opts)}
 	ctx := context.Background()
@@ -160,6 +161,17 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
 	return t, nil
+}
+
+// writeLine returns the granularity at which the bytes of one WRITE land
+// together: the lines of the simulator's Strict ordering, and otherwise a
+// cache line, the unit in which RDMA hardware may land a WRITE's bytes out
+// of order (Ziegler et al., SIGMOD'23; invariant I7).
+func writeLine(cfg remote.Config) uint64 {
+	if cfg.Sim != nil && cfg.Sim.Profile.LineBytes > 0 {
+		return uint64(cfg.Sim.Profile.LineBytes)
+	}
+	return 64
 }
 
 // oldFormats names the formats of earlier versions of this package, which
