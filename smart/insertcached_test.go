@@ -79,9 +79,10 @@ func TestInsertFromCache(t *testing.T) {
 			}
 			check("full node", tr, "me", 0, 0, 0)
 
-			put(tr, "pqra") // a node with the compressed path "qr", an entry of its own
+			put(tr, "pqra") // a NODE_2 with the compressed path "qr", an entry of its own
 			put(tr, "pqrb")
-			check("own entry", tr, "pqrc", 1, 1, 0)
+			put(tr, "pqrc") // moves it to a NODE_4
+			check("own entry", tr, "pqrd", 1, 1, 0)
 
 			for _, k := range []string{"sa", "sb", "sc"} {
 				put(tr, k)

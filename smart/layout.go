@@ -110,10 +110,13 @@ func (s slot) String() string {
 // 1<<(t+1). By default a node is allocated at its type's size (allocBytes)
 // and moves when it is full (docs/smart-node-growth.md); with
 // Options.PaperNodes every node has room for 256 slots and switches type in
-// place, as in the paper.
+// place, as in the paper. NODE_2 exists only by size class: a leaf split
+// under a node of at most 64 children creates one (Tree.splitType), where
+// the paper's smallest type is NODE_4.
 type nodeType uint8
 
 const (
+	node2   nodeType = 0
 	node4   nodeType = 1
 	node16  nodeType = 3
 	node64  nodeType = 5
@@ -121,17 +124,20 @@ const (
 )
 
 // maxMoves is how many times a node allocated by size class moves in its
-// life at most: NODE_4 → NODE_16 → NODE_32 → NODE_64 → NODE_256 (grown).
-const maxMoves = 4
+// life at most: NODE_2 → NODE_4 → NODE_16 → NODE_32 → NODE_64 → NODE_256
+// (grown).
+const maxMoves = 5
 
 func (t nodeType) capacity() int { return 1 << (t + 1) }
 
 // readBytes is how much of a node of type t one READ fetches.
 func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
 
-// grown is the type a full node of type t moves to: NODE_4 → NODE_16 →
-// NODE_32 → NODE_64 → NODE_256. Small nodes and the largest grow fourfold,
-// so a node moves at most maxMoves times in its life and one that ends with
+// grown is the type a full node of type t moves to: NODE_2 → NODE_4 →
+// NODE_16 → NODE_32 → NODE_64 → NODE_256. NODE_4 and the largest grow
+// fourfold, so a node moves at most maxMoves times in its life (one that
+// starts as a NODE_2 once more than one that starts as a NODE_4, the
+// first move of two children) and one that ends with
 // 256 children has cost 116 slot freezes and 116 pointer moves (252 each
 // one type at a time); NODE_32 is kept because a node two levels above
 // random keys most often ends with 10 to 25 children, for which a NODE_64

@@ -276,7 +276,7 @@ func TestChainPlacement(t *testing.T) {
 	root := remote.MakeAddr(0, 4096)
 	for b := range 8 {
 		s.enc = append(s.enc[:0], byte(b), 'x', 0)
-		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(root, b), node: root, depth: 1})
+		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(root, b), node: root, depth: 1}, node4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -292,7 +292,7 @@ func TestChainPlacement(t *testing.T) {
 	}
 	for mn := range 4 {
 		node := remote.MakeAddr(mn, 4096)
-		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(node, 3), node: node, depth: 2})
+		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(node, 3), node: node, depth: 2}, node4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func TestChainPlacement(t *testing.T) {
 	}
 	for _, tc := range []struct{ slot, want int }{{0, 2}, {1, 2}, {2, 2}, {3, 3}} {
 		node := remote.MakeAddr(tc.slot, 4096)
-		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(node, 3), node: node, depth: 2})
+		a, err := s.chainAlloc(ctx, cursor{addr: nodeSlotAddr(node, 3), node: node, depth: 2}, node4)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -61,7 +61,7 @@ func unpublishedNode(ctx context.Context, s *session, at remote.Addr, sl slot, d
 	rev := remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:]))
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
 	switch {
-	case h.nodeType() < node4 || h.nodeType() > node256:
+	case h == 0 || h.nodeType() > node256:
 		return fmt.Sprintf("node %v linked at %v with header %#x", sl.addr(), at, uint64(h)), nil
 	case rev&revMoving == 0 && rev != at:
 		return fmt.Sprintf("node %v linked at %v points back at %v", sl.addr(), at, rev), nil

@@ -582,7 +582,7 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 		e.cur.sl = e.cur.sl.withType(t)
 		return sc.again(next, e)
 	}
-	if h.depth() > depth || skip > h.prefixLen() || h.nodeType() < node4 {
+	if h.depth() > depth || skip > h.prefixLen() || h == 0 {
 		// A header split moved the node: re-read the slot.
 		return sc.reread(ctx, next, e)
 	}

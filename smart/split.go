@@ -187,7 +187,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	revAt, newRev := cur.sl.addr().Add(leafRevOff), nodeSlotAddr(chain.final, 0)
 	s.img = putWord(s.img[:0], uint64(newRev))
 	ops := append(s.stagedOps(), remote.Write(revAt, s.img[:8]))
-	repl := nodeSlot(cur.sl.partial(), node4, chain.first)
+	repl := nodeSlot(cur.sl.partial(), chain.firstType, chain.first)
 	var ok bool
 	var next cursor
 	if s.t.opts.LockedInternal && cur.node != 0 {
@@ -236,8 +236,8 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 // pointer moved on), while the session's staged pieces are still the
 // chain's: its nodes, then its leaf.
 func (s *session) dropChain(c chain) {
-	for _, p := range s.pieces[:c.n+1] {
-		_ = s.dropNode(p.at, node4, nil)
+	for i, p := range s.pieces[:c.n+1] {
+		_ = s.dropNode(p.at, c.nodeType(i), nil)
 	}
 	s.dropUnlinked(c.leaf, c.leafClass)
 }
@@ -252,24 +252,94 @@ func (s *session) dropChain(c chain) {
 // I3), unless this compute node has placed more than its share there
 // (lighter: subtrees differ in size when keys are not uniform) or it is
 // short of room (allocNear).
-func (s *session) chainAlloc(ctx context.Context, cur cursor) (remote.Addr, error) {
+func (s *session) chainAlloc(ctx context.Context, cur cursor, typ nodeType) (remote.Addr, error) {
 	switch cur.depth {
 	case 0: // the root slot
-		return s.allocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
+		return s.allocOn(ctx, -1, s.t.nodeAlloc(typ), addrAlign)
 	case 1: // the root's slots: by partial key, the same on every compute node
-		return s.allocNear(ctx, int(s.enc[0])%len(s.t.placed), s.t.nodeAlloc(node4), addrAlign)
+		return s.allocNear(ctx, int(s.enc[0])%len(s.t.placed), s.t.nodeAlloc(typ), addrAlign)
 	}
-	return s.allocNear(ctx, s.t.lighter(cur.addr.MN()), s.t.nodeAlloc(node4), addrAlign)
+	return s.allocNear(ctx, s.t.lighter(cur.addr.MN()), s.t.nodeAlloc(typ), addrAlign)
+}
+
+// splitType is the type of a node that a leaf split creates under a slot
+// of a node that is dense or not (cursor.dense): the paper's NODE_4 with
+// Options.PaperNodes; otherwise NODE_4 under a NODE_256 and NODE_2 under
+// anything smaller. A node of more than 64 children has most of its 256
+// partial keys in use, and a key under one of them is likely to be
+// followed by others (the nodes two levels above random keys end with 15
+// to 30 children at 1 M keys); under a sparser node two keys sharing a
+// slot are a rare collision, and a third rarer still (the nodes three
+// levels down at 1 M random keys, about 60 k of them, hold two leaves
+// almost all), so NODE_2's 32 bytes save 16 on each, and the rare node
+// that grows moves once more (docs/smart-node-growth.md).
+func (t *Tree) splitType(dense bool) nodeType {
+	if t.opts.PaperNodes || dense {
+		return node4
+	}
+	return node2
+}
+
+// parentDense reports whether the node holding cur's slot is dense for
+// splitType, as this session last saw it: the node its descent read, or
+// the cache entry (or the small child an entry keeps) the traversal
+// started from. Without either it reports false: the choice is only a
+// node's size, never a matter of correctness. The root slot counts as
+// dense: a node at depth 0 is a NODE_4, so that no header is 0.
+func (s *session) parentDense(cur cursor) bool {
+	switch {
+	case cur.node == 0:
+		return true
+	case !cur.cached && s.node.addr == cur.node:
+		return dense(s.node.slots[:s.node.typ.capacity()])
+	case !cur.cached || s.entry == nil:
+		return false
+	case remote.Addr(s.entry.Addr) == cur.node:
+		return dense(s.entry.Slots())
+	case slot(s.entry.Slots()[s.entryIdx]).addr() == cur.node:
+		return dense(s.entry.ChildSlots(s.entryIdx))
+	}
+	return false
+}
+
+// dense reports whether a node with these slots is dense for splitType:
+// more than 64 children, or internal nodes for at least a quarter of its
+// children. Either says that keys share its partial keys often (a node two
+// levels above random keys, where 1 M keys fill 256 partial keys; a node of
+// text keys, where a few dozen letters are shared by many keys each), so
+// that a new node under it is likely to get more children; a node of few
+// children, mostly leaves, is where two keys sharing a partial key is a
+// rare collision.
+func dense[W ~uint64](slots []W) bool {
+	children, nodes := 0, 0
+	for _, w := range slots {
+		if sl := slot(w); sl.isChild() {
+			children++
+			if !sl.isLeaf() {
+				nodes++
+			}
+		}
+	}
+	return children > node64.capacity() || 4*nodes >= children && nodes > 0
 }
 
 // chain is the new structure of a leaf split, staged in the session.
 type chain struct {
 	first, final     remote.Addr // the chain's first and last node
+	firstType, rest  nodeType    // the type of the first node, and of the others
 	h                header      // final's header
 	n                int         // nodes before final
 	oldSlot, newSlot slot        // final's slots: the old leaf, the new one
 	leaf             remote.Addr // the new leaf
 	leafClass        int
+}
+
+// nodeType returns the type of the chain's node i (0: the first).
+func (c chain) nodeType(i int) nodeType {
+	if i == 0 {
+		return c.firstType
+	}
+	return c.rest
 }
 
 // buildChain allocates and stages the nodes of a leaf split at cur whose
@@ -280,7 +350,8 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	e1, e2 := s.enc, s.enc2
 	var c chain
 	c.n = (lcp - cur.depth) / 7
-	first, err := s.chainAlloc(ctx, cur)
+	c.firstType, c.rest = s.t.splitType(s.parentDense(cur)), s.t.splitType(false)
+	first, err := s.chainAlloc(ctx, cur, c.firstType)
 	if err != nil {
 		return c, err
 	}
@@ -288,27 +359,27 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 	class := s.t.lf.classOf(key, value)
 	la, err := s.allocLeaf(ctx, mn, class)
 	if err != nil {
-		return c, s.dropNode(first, node4, err)
+		return c, s.dropNode(first, c.firstType, err)
 	}
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
 	node, rev, d := first, cur.addr, cur.depth
-	for range c.n {
-		next, err := s.allocNear(ctx, mn, s.t.nodeAlloc(node4), addrAlign)
+	for i := range c.n {
+		next, err := s.allocNear(ctx, mn, s.t.nodeAlloc(c.rest), addrAlign)
 		if err != nil {
 			// Free what this chain allocated: the nodes staged, this
 			// one and the leaf.
-			for _, p := range s.pieces {
-				_ = s.dropNode(p.at, node4, nil)
+			for j, p := range s.pieces {
+				_ = s.dropNode(p.at, c.nodeType(j), nil)
 			}
 			s.dropUnlinked(la, class)
-			return c, s.dropNode(node, node4, err)
+			return c, s.dropNode(node, c.nodeType(i), err)
 		}
-		h := makeHeader(d, node4, e1[d:d+6])
-		s.stage(node, nodeImage(s.img, rev, h, nodeSlot(e1[d+6], node4, next)))
+		h := makeHeader(d, c.nodeType(i), e1[d:d+6])
+		s.stage(node, nodeImage(s.img, rev, h, nodeSlot(e1[d+6], c.rest, next)))
 		node, rev, d = next, nodeSlotAddr(node, 0), d+7
 	}
 	c.first, c.final = first, node
-	c.h = makeHeader(d, node4, e1[d:lcp])
+	c.h = makeHeader(d, c.nodeType(c.n), e1[d:lcp])
 	c.oldSlot = leafSlot(e2[lcp], cur.sl.leafClass(), cur.sl.addr())
 	c.newSlot = leafSlot(e1[lcp], class, la)
 	c.leaf, c.leafClass = la, class

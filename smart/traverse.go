@@ -70,7 +70,7 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 	n := &s.node
 	n.addr = cur.sl.addr()
 	t := cur.sl.nodeType()
-	if t < node4 || t > node256 {
+	if t > node256 {
 		return false, corruptf("slot %v at %v has a bad node type", cur.sl, cur.addr)
 	}
 	buf := s.nodeBuf[:t.readBytes()]
@@ -88,7 +88,7 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 		return false, s.movingRestart(ctx, cur, n.addr)
 	}
 	ht := n.h.nodeType()
-	if ht < node4 || ht > node256 {
+	if n.h == 0 || ht > node256 {
 		return false, nil
 	}
 	if ht > t {

@@ -64,10 +64,11 @@ var _ Index = (*Tree)(nil)
 // inserter WRITEs a slot that lock-free inserters CAS) cannot open one tree.
 const (
 	regionBytes           = 64
-	formatMagic           = 0x3476_5452_414d_53 // "SMARTv4": the meta word, with the checksum, before the lock word
+	formatMagic           = 0x3576_5452_414d_53 // "SMARTv5": NODE_2 under sparse nodes
 	formatMagicV1         = 0x3176_5452_414d_53 // "SMARTv1", not readable
 	formatMagicV2         = 0x3276_5452_414d_53 // "SMARTv2", not readable
 	formatMagicV3         = 0x3376_5452_414d_53 // "SMARTv3", not readable
+	formatMagicV4         = 0x3476_5452_414d_53 // "SMARTv4", not readable
 	formatMagicMask       = 1<<56 - 1
 	variantLockedInternal = 1 << 56
 	variantReclaim        = 1 << 57
@@ -180,6 +181,7 @@ var oldFormats = map[uint64]string{
 	formatMagicV1: "SMARTv1, 64-byte leaf classes",
 	formatMagicV2: "SMARTv2, the leaf checksum after the meta word",
 	formatMagicV3: "SMARTv3, 16-byte leaf classes and a checksum word",
+	formatMagicV4: "SMARTv4, no NODE_2",
 }
 
 // initRoot creates the root node if the tree is new. The root is an
