@@ -104,7 +104,7 @@ func (s *session) scanner(lo, hi []byte, desc bool, limit int) *scanner {
 	kept := *sc
 	*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
 		front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap,
-		offs: kept.offs}
+		offs: kept.offs, paths: kept.paths, pairs: kept.pairs, paths2: kept.paths2, pairs2: kept.pairs2}
 	if limit > 0 {
 		// Told its length, the scan reads what the rest needs at once
 		// (round stops where the pairs still to yield are covered).
@@ -125,7 +125,8 @@ const (
 	scanMaxRound    = 64 << 10
 	scanFirstWindow = 8
 	scanWindow      = 64
-	scanArena       = 4 << 10 // bytes of yielded pairs per allocation
+	scanArena       = 4 << 10  // bytes of yielded pairs per allocation
+	scanCompact     = 64 << 10 // see compact
 	// scanRunGap is the most bytes a round reads between two leaves to
 	// read them with one READ (layout): at the cx6 profile's rates a
 	// memory node serves 256 bytes in about the time it spends on a verb.
@@ -133,16 +134,23 @@ const (
 )
 
 // entry is one slot of the scan frontier, or the rest of a node's children
-// (spill > 0, see children and expand).
+// (spill > 0, see children and expand). It holds no pointer: the frontier
+// moves entries round by round, and entries without pointers move without
+// write barriers and need no clearing for the garbage collector.
 type entry struct {
-	cur     cursor
-	path    []byte // encoded bytes above the slot's partial key (shared by siblings)
-	pair    []byte // ready: the key and the value of a leaf read and in range
-	keyLen  uint8  // of pair
-	ready   bool
-	root    bool // the root slot: no partial key of its own
-	snap    bool // cur.sl comes from the cache's snapshot of its node (fromCache)
-	retries int32
+	cur cursor
+	// The encoded bytes above the slot's partial key (shared by
+	// siblings): scanner.paths[pathOff:][:pathLen].
+	pathOff uint32
+	pathLen uint16
+	keyLen  uint8 // of the pair
+	// ready: the key and the value of a leaf read and in range are
+	// scanner.pairs[pairOff:][:pairLen], the key first.
+	pairOff, pairLen uint32
+	ready            bool
+	root             bool // the root slot: no partial key of its own
+	snap             bool // cur.sl comes from the cache's snapshot of its node (fromCache)
+	retries          int32
 	// The children of the node cur names that are not in the frontier
 	// yet: the node's slots as read are at spill-1 in the scanner's spill
 	// buffer, followed by the slot indexes of its children in scan order,
@@ -156,17 +164,29 @@ type entry struct {
 }
 
 // readyWith makes e ready to yield the pair of leaf v, copied into the
-// scan's arena.
+// scanner's pairs.
 func (e *entry) readyWith(sc *scanner, v leafView) {
-	e.pair = sc.own(v.key[:len(v.key)+len(v.value)]) // the value follows the key
+	e.pairOff, e.pairLen = uint32(len(sc.pairs)), uint32(len(v.key)+len(v.value))
+	sc.pairs = append(sc.pairs, v.key[:len(v.key)+len(v.value)]...) // the value follows the key
 	e.keyLen = uint8(len(v.key))
 	e.ready = true
 }
 
-// kv returns the pair of a ready entry.
-func (e *entry) kv() KV {
+// kv returns the pair of a ready entry, copied into the scan's arena: the
+// caller owns it.
+func (sc *scanner) kv(e *entry) KV {
+	p := sc.own(sc.pairs[e.pairOff:][:e.pairLen])
 	k := int(e.keyLen)
-	return KV{Key: e.pair[:k:k], Value: e.pair[k:]}
+	return KV{Key: p[:k:k], Value: p[k:]}
+}
+
+// path returns e's path (entry.pathOff), valid until the next setPath.
+func (sc *scanner) path(e *entry) []byte { return sc.paths[e.pathOff:][:e.pathLen] }
+
+// setPath makes a copy of p e's path.
+func (sc *scanner) setPath(e *entry, p []byte) {
+	e.pathOff, e.pathLen = uint32(len(sc.paths)), uint16(len(p))
+	sc.paths = append(sc.paths, p...)
 }
 
 type scanner struct {
@@ -193,14 +213,48 @@ type scanner struct {
 	noCache bool
 	arena   []byte // the yielded pairs' bytes (see own)
 	last    []byte // the key of the last pair yielded (resume)
+	// The entries' paths and pairs (entry.pathOff, entry.pairOff), and
+	// the buffers compact moves them to; kept is how many bytes of each
+	// the last compaction kept.
+	paths, pairs, paths2, pairs2 []byte
+	keptPaths, keptPairs         int
 }
 
 // keep empties the scanner's buffers for the session's next scan and drops
 // its references to yielded pairs, paths and the caller's bounds.
 func (sc *scanner) keep() {
-	clear(sc.front)
 	*sc = scanner{front: sc.front[:0], next: sc.next[:0], buf: sc.buf, tmp: sc.tmp[:0],
-		spill: sc.spill[:0], snap: sc.snap, offs: sc.offs[:0], elo: sc.elo[:0], ehi: sc.ehi[:0]}
+		spill: sc.spill[:0], snap: sc.snap, offs: sc.offs[:0], elo: sc.elo[:0], ehi: sc.ehi[:0],
+		paths: sc.paths[:0], pairs: sc.pairs[:0], paths2: sc.paths2[:0], pairs2: sc.pairs2[:0]}
+}
+
+// compact moves the paths of the frontier's entries and the pairs of its
+// ready ones to the start of the other buffers when either buffer has
+// grown past scanCompact bytes and twice what the last compaction kept,
+// so that a long scan keeps only what its frontier still names (siblings
+// keep sharing their path). It runs between rounds.
+func (sc *scanner) compact() {
+	if len(sc.paths) <= max(scanCompact, 2*sc.keptPaths) && len(sc.pairs) <= max(scanCompact, 2*sc.keptPairs) {
+		return
+	}
+	paths, pairs := sc.paths2[:0], sc.pairs2[:0]
+	lastOff, lastLen, lastNew := -1, 0, uint32(0)
+	for i := range sc.front {
+		e := &sc.front[i]
+		if int(e.pathOff) != lastOff || int(e.pathLen) != lastLen {
+			lastOff, lastLen, lastNew = int(e.pathOff), int(e.pathLen), uint32(len(paths))
+			paths = append(paths, sc.path(e)...)
+		}
+		e.pathOff = lastNew
+		if e.ready {
+			off := uint32(len(pairs))
+			pairs = append(pairs, sc.pairs[e.pairOff:][:e.pairLen]...)
+			e.pairOff = off
+		}
+	}
+	sc.paths, sc.paths2 = paths, sc.paths[:0]
+	sc.pairs, sc.pairs2 = pairs, sc.pairs[:0]
+	sc.keptPaths, sc.keptPairs = len(paths), len(pairs)
 }
 
 // own copies b into the scan's arena: the caller owns the copy, and one
@@ -242,8 +296,7 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, slot) bool) error {
 		}
 		done := 0
 		for n := len(sc.front); n > 0 && sc.front[n-1].ready; n-- {
-			kv, leaf := sc.front[n-1].kv(), sc.front[n-1].cur.sl
-			sc.front[n-1] = entry{}
+			kv, leaf := sc.kv(&sc.front[n-1]), sc.front[n-1].cur.sl
 			sc.front = sc.front[:n-1]
 			if !yield(kv, leaf) {
 				return errStop
@@ -266,6 +319,7 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, slot) bool) error {
 		if len(sc.front) == 0 {
 			return nil
 		}
+		sc.compact()
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -296,7 +350,6 @@ func (sc *scanner) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	clear(sc.front)
 	sc.front = append(sc.front[:0], entry{cur: root, root: true})
 	sc.spill = sc.spill[:0]
 	return nil
@@ -323,7 +376,6 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 			sc.elo = appendEncoded(sc.elo[:0], sc.lo)
 		}
 		if sc.hi != nil && bytes.Compare(sc.lo, sc.hi) >= 0 {
-			clear(sc.front)
 			sc.front = sc.front[:0]
 			return nil
 		}
@@ -393,14 +445,11 @@ func (sc *scanner) round(ctx context.Context) error {
 			next, err = sc.node(ctx, next, e, buf)
 		}
 		if err != nil {
-			clear(next)
 			sc.next = next[:0]
 			return err
 		}
 	}
-	clear(sc.front[low:])
 	sc.front = append(sc.front[:low], next...)
-	clear(next)
 	sc.next = next[:0]
 	return nil
 }
@@ -480,7 +529,7 @@ func inRun(end, next uint64) bool { return next >= end && next-end <= scanRunGap
 // expectedPairs is how many pairs a scan expects from the child of sl: one
 // for a leaf; for a node, the least number of slots a node of its type
 // has in use (a type is taken, by a move or in place, only when the
-// smaller one is full; a NODE_4 starts with two), which deletes may leave
+// smaller one is full; a NODE_2 or NODE_4 starts with two), which deletes may leave
 // as tombstones. An estimate too high costs a told scan a round trip, one
 // too low READs it does not need.
 func expectedPairs(sl slot) int {
@@ -572,7 +621,7 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 		}
 		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
 	}
-	depth := len(e.path) + 1
+	depth := int(e.pathLen) + 1
 	if e.root {
 		depth = 0
 	}
@@ -586,7 +635,7 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 		// A header split moved the node: re-read the slot.
 		return sc.reread(ctx, next, e)
 	}
-	sc.tmp = append(sc.tmp[:0], e.path...)
+	sc.tmp = append(sc.tmp[:0], sc.path(&e)...)
 	if !e.root {
 		sc.tmp = append(sc.tmp, e.cur.sl.partial())
 	}
@@ -596,9 +645,8 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 	if !sc.overlaps(sc.tmp) {
 		return next, nil
 	}
-	path := sc.own(sc.tmp) // shared by the children's entries, never written again
 	slots := buf[nodeSlotsOff : nodeSlotsOff+8*e.cur.sl.nodeType().capacity()]
-	first, last := sc.entryBounds(&e, path)
+	first, last := sc.entryBounds(&e, sc.tmp)
 	var order [256]uint8
 	n, frozen := childOrder(slots, first, last, sc.desc, &order)
 	if frozen {
@@ -608,9 +656,11 @@ func (sc *scanner) node(ctx context.Context, next []entry, e entry, buf []byte) 
 		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
 	}
 	if e.cur.sl.nodeType() == node256 && h.prefixLen() == 0 {
-		sc.remember(path, e.cur, slots)
+		sc.remember(sc.tmp, e.cur, slots)
 	}
-	return sc.children(next, entry{cur: e.cur, path: path}, slots, order[:n]), nil
+	rest := entry{cur: e.cur}
+	sc.setPath(&rest, sc.tmp) // shared by the children's entries
+	return sc.children(next, rest, slots, order[:n]), nil
 }
 
 // remember caches the slots of a NODE_256 without a compressed path that
@@ -655,7 +705,7 @@ func (sc *scanner) remember(prefix []byte, cur cursor, slots []byte) {
 // replace entry i, 0 if the cache cannot stand in for the READ.
 func (sc *scanner) fromCache(i int) int {
 	e := sc.front[i]
-	sc.tmp = append(sc.tmp[:0], e.path...)
+	sc.tmp = append(sc.tmp[:0], sc.path(&e)...)
 	if !e.root {
 		sc.tmp = append(sc.tmp, e.cur.sl.partial())
 	}
@@ -754,7 +804,8 @@ func (sc *scanner) fromCache(i int) int {
 	}
 	var order [256]uint8
 	k, _ := childOrder(sc.snap, first, last, sc.desc, &order)
-	rest := entry{cur: e.cur, path: sc.own(sc.tmp), snap: true}
+	rest := entry{cur: e.cur, snap: true}
+	sc.setPath(&rest, sc.tmp)
 	return sc.replace(i, sc.children(next, rest, sc.snap, order[:k]))
 }
 
@@ -794,8 +845,8 @@ func (sc *scanner) dropSnapshot(e entry) {
 	if !e.snap {
 		return
 	}
-	if c, ok := sc.s.t.cache.Get(e.path); ok && remote.Addr(c.Addr) == e.cur.node {
-		sc.s.t.cache.Invalidate(e.path, c)
+	if c, ok := sc.s.t.cache.Get(sc.path(&e)); ok && remote.Addr(c.Addr) == e.cur.node {
+		sc.s.t.cache.Invalidate(sc.path(&e), c)
 		sc.s.t.cstats.invalidations.Add(1)
 	}
 }
@@ -889,8 +940,8 @@ func (sc *scanner) children(next []entry, rest entry, slots []byte, order []uint
 	for j := n - 1; j >= 0; j-- {
 		i := int(order[j])
 		sl := slot(binary.LittleEndian.Uint64(slots[8*i:]))
-		next = append(next, entry{cur: cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: len(rest.path) + 1, level: rest.cur.level + 1, node: node},
-			path: rest.path, snap: rest.snap})
+		next = append(next, entry{cur: cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: int(rest.pathLen) + 1, level: rest.cur.level + 1, node: node},
+			pathOff: rest.pathOff, pathLen: rest.pathLen, snap: rest.snap})
 	}
 	return next
 }
@@ -916,7 +967,6 @@ func (sc *scanner) expand(i int) int {
 // entry i and returns how many entries it holds.
 func (sc *scanner) replace(i int, next []entry) int {
 	sc.front = slices.Replace(sc.front, i, i+1, next...)
-	clear(next)
 	sc.next = next[:0]
 	return len(next)
 }

@@ -92,7 +92,8 @@ func TestScanChildrenLazily(t *testing.T) {
 			t.Fatalf("%v: childOrder reports a frozen slot, there is none", typ)
 		}
 		sc := &scanner{desc: desc, window: window}
-		rest := entry{cur: cursor{sl: nodeSlot(7, typ, node)}, path: []byte{7}}
+		rest := entry{cur: cursor{sl: nodeSlot(7, typ, node)}}
+		sc.setPath(&rest, []byte{7})
 		sc.front = sc.children(nil, rest, slots, order[:n])
 		var got []byte
 		for len(sc.front) > 0 {
@@ -105,8 +106,8 @@ func TestScanChildrenLazily(t *testing.T) {
 			}
 			e := sc.front[top]
 			sc.front = sc.front[:top]
-			if e.cur.node != node || e.cur.depth != 2 || len(e.path) != 1 {
-				t.Fatalf("child entry %+v, path %v: want node %v, depth 2 and the node's path", e.cur, e.path, node)
+			if p := sc.path(&e); e.cur.node != node || e.cur.depth != 2 || string(p) != "\x07" {
+				t.Fatalf("child entry %+v, path %v: want node %v, depth 2 and the node's path", e.cur, p, node)
 			}
 			i := int(e.cur.addr.Offset()-node.Offset()-nodeSlotsOff) / 8
 			if e.cur.addr != nodeSlotAddr(node, i) || uint64(e.cur.sl) != binary.LittleEndian.Uint64(slots[8*i:]) {
