@@ -495,7 +495,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 		return false, false, err
 	}
 	typ := header(hw).nodeType()
-	if typ > node256 {
+	if hw == 0 || typ > node256 {
 		return false, false, corruptf("node %v has header %#x", node, hw)
 	}
 	buf := make([]byte, typ.readBytes())

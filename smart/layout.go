@@ -111,8 +111,8 @@ func (s slot) String() string {
 // and moves when it is full (docs/smart-node-growth.md); with
 // Options.PaperNodes every node has room for 256 slots and switches type in
 // place, as in the paper. NODE_2 exists only by size class: a leaf split
-// under a node of at most 64 children creates one (Tree.splitType), where
-// the paper's smallest type is NODE_4.
+// under a sparse node creates one (Tree.splitType), where the paper's
+// smallest type is NODE_4.
 type nodeType uint8
 
 const (

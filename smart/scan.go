@@ -199,9 +199,10 @@ type scanner struct {
 	elo, ehi []byte
 	// front is the frontier as a stack: its last entry comes first in
 	// scan order, so a round replaces the entries at its top and never
-	// moves the (often long) rest. Entries past its length are zero.
+	// moves the (often long) rest. Entries past its length are stale
+	// (entries hold no pointer, so nothing clears them).
 	front  []entry
-	next   []entry // a round's results, in scan order; zero past its length
+	next   []entry // a round's results, in scan order
 	budget int     // bytes read per round
 	window int     // verbs per round
 	buf    []byte

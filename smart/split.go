@@ -263,16 +263,15 @@ func (s *session) chainAlloc(ctx context.Context, cur cursor, typ nodeType) (rem
 }
 
 // splitType is the type of a node that a leaf split creates under a slot
-// of a node that is dense or not (cursor.dense): the paper's NODE_4 with
-// Options.PaperNodes; otherwise NODE_4 under a NODE_256 and NODE_2 under
-// anything smaller. A node of more than 64 children has most of its 256
-// partial keys in use, and a key under one of them is likely to be
-// followed by others (the nodes two levels above random keys end with 15
-// to 30 children at 1 M keys); under a sparser node two keys sharing a
-// slot are a rare collision, and a third rarer still (the nodes three
-// levels down at 1 M random keys, about 60 k of them, hold two leaves
-// almost all), so NODE_2's 32 bytes save 16 on each, and the rare node
-// that grows moves once more (docs/smart-node-growth.md).
+// of a node that is dense or not (parentDense): the paper's NODE_4 with
+// Options.PaperNodes; otherwise a NODE_4 under a dense node and a NODE_2
+// under any other. Under a dense node a key is likely to be followed by
+// others (the nodes two levels above random keys end with 15 to 30
+// children at 1 M keys); under a sparse one two keys sharing a slot are a
+// rare collision, and a third rarer still (the nodes three levels down at
+// 1 M random keys, about 60 k of them, hold two leaves almost all), so
+// NODE_2's 32 bytes save 16 on each, and the rare node that grows moves
+// once more (docs/smart-node-growth.md, "The first type").
 func (t *Tree) splitType(dense bool) nodeType {
 	if t.opts.PaperNodes || dense {
 		return node4
@@ -296,7 +295,7 @@ func (s *session) parentDense(cur cursor) bool {
 		return false
 	case remote.Addr(s.entry.Addr) == cur.node:
 		return dense(s.entry.Slots())
-	case slot(s.entry.Slots()[s.entryIdx]).addr() == cur.node:
+	case s.entryIdx < len(s.entry.Slots()) && slot(s.entry.Slots()[s.entryIdx]).addr() == cur.node:
 		return dense(s.entry.ChildSlots(s.entryIdx))
 	}
 	return false

@@ -78,7 +78,7 @@ func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
 	case h.isForwarded():
 		return corruptf("node %v: forwarded to %v (moved) but still linked", a, h.successor())
 	case h == 0 || h.nodeType() > node256:
-		return corruptf("node %v: bad header type %d", a, h.nodeType())
+		return corruptf("node %v: bad header %#x", a, uint64(h))
 	case !v.s.t.opts.PaperNodes && cur.sl.nodeType() != h.nodeType():
 		return corruptf("node %v: parent slot type %v, header type %v (size classes switch type by moving)", a, cur.sl.nodeType(), h.nodeType())
 	case cur.sl.nodeType() > h.nodeType():
