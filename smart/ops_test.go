@@ -59,6 +59,22 @@ func treeShape(t *testing.T, tr *Tree) shape {
 	return sh
 }
 
+// openSimTrees opens the tree on n new compute nodes of the simulated
+// pool p, one at a time (Open's verbs run on the simulator's clients).
+func openSimTrees(t testing.TB, p *remote.Pool, n int, opts Options) []*Tree {
+	t.Helper()
+	trees := make([]*Tree, n)
+	for i := range trees {
+		cn := p.NewComputeNode()
+		var err error
+		p.Go(func() { trees[i], err = Open(cn, opts) })
+		if werr := p.Wait(); werr != nil || err != nil {
+			t.Fatal(werr, err)
+		}
+	}
+	return trees
+}
+
 func newTree(t testing.TB, cfg remote.Config, opts Options) (*Tree, *remote.Pool) {
 	t.Helper()
 	if cfg.NodeBytes == 0 {

@@ -47,16 +47,7 @@ func releaseRun(t *testing.T, rel Release, seed uint64) uint64 {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	trees := make([]*Tree, cns)
-	for i := range trees {
-		cn := p.NewComputeNode()
-		p.Go(func() {
-			trees[i], err = Open(cn, Options{Release: rel, NoWriteCombining: true, NoReadDelegation: true})
-		})
-		if werr := p.Wait(); werr != nil || err != nil {
-			t.Fatal(werr, err)
-		}
-	}
+	trees := openSimTrees(t, p, cns, Options{Release: rel, NoWriteCombining: true, NoReadDelegation: true})
 	key := []byte("k")
 	// Every value fits the same size class, so updates stay in place.
 	value := func(w, i int) []byte { return bytes.Repeat([]byte{byte(1 + (w*31+i)%250)}, 1390+(w+i)%11) }

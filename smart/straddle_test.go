@@ -205,14 +205,7 @@ func TestStraddleConcurrentUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	trees := make([]*Tree, cns)
-	for i := range trees {
-		cn := p.NewComputeNode()
-		p.Go(func() { trees[i], err = Open(cn, Options{NoReadDelegation: true, NoWriteCombining: true}) })
-		if werr := p.Wait(); werr != nil || err != nil {
-			t.Fatal(werr, err)
-		}
-	}
+	trees := openSimTrees(t, p, cns, Options{NoReadDelegation: true, NoWriteCombining: true})
 	key := bytes.Repeat([]byte("k"), 200)
 	// Values of one length: every update is in place. Writer w writes
 	// value(w+1, i); value(0, 0) is the first.
