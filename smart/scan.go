@@ -733,8 +733,14 @@ func (sc *scanner) fromCache(i int) int {
 	// Every partial key of the part the snapshot stands for needs a child
 	// node: the range's partial keys in scan order up to the first without
 	// one (cut), all of them if none lacks one. A large entry answers
-	// through its index, a lookup per key; a small one in a pass over its
-	// slots.
+	// through its index, a lookup per key, and for a scan told its length
+	// stops (cuts) once the children are expected to hold twice the pairs
+	// it still takes: the rest of the range waits below them, and a scan
+	// that gets there takes it from the cache again (a walk over every
+	// partial key of a root's range cost a told scan of 100 pairs 3.5% of
+	// its CPU; at the pairs left alone the estimate fell short often
+	// enough to cost YCSB-E 1.8% more round trips). A small entry answers
+	// in a pass over its slots.
 	cut, pairs := -1, 0 // pairs: expected under the children before cut
 	if len(words) > artcache.IndexedSlots {
 		for j := range last - first + 1 {
@@ -747,7 +753,14 @@ func (sc *scanner) fromCache(i int) int {
 				cut = b
 				break
 			}
-			pairs += expectedPairs(slot(w))
+			if pairs += expectedPairs(slot(w)); sc.left > 0 && pairs >= 2*sc.left && j < last-first {
+				// Children enough for twice the pairs the scan still
+				// takes: the rest of the range waits below them (cut).
+				if cut = b + 1; sc.desc {
+					cut = b - 1
+				}
+				break
+			}
 		}
 	} else {
 		var missing [4]uint64 // the partial keys of the range without a child node
