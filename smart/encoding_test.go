@@ -237,7 +237,7 @@ func TestUpdateWrites(t *testing.T) {
 		s, cur := leafCursor(t, tr, key)
 		tr.release(s)
 		writes := uint64(1)
-		if (cur.sl.addr().Offset()+uint64(n)-8)%tr.line == 0 {
+		if tr.lockStartsLine(cur.sl) {
 			writes = 2
 		}
 		if c.wrote >= 0 && (d.Writes != writes || d.WriteBytes != uint64(c.wrote)) {

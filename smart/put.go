@@ -244,6 +244,11 @@ func leafLockAddr(sl slot) remote.Addr {
 	return sl.addr().Add(uint64(classBytes(sl.leafClass()) - 8))
 }
 
+// lockStartsLine reports whether the lock word of the leaf sl points to
+// starts a line (Tree.line), so that the meta word before it lies on
+// another: an in-place update then releases with a WRITE of its own (I7).
+func (t *Tree) lockStartsLine(sl slot) bool { return uint64(leafLockAddr(sl).Offset())%t.line == 0 }
+
 // leafMetaAddr returns the address of the meta word of the leaf sl points
 // to (the word before its lock word).
 func leafMetaAddr(sl slot) remote.Addr {
@@ -280,7 +285,7 @@ func (s *session) writeInPlace(ctx context.Context, sl slot, key, value []byte, 
 	// landing. Otherwise a second WRITE in the batch releases it, after
 	// every line of the first.
 	release := s.t.opts.Release
-	if release == ReleaseInWrite && (sl.addr().Offset()+uint64(n)-8)%s.t.line == 0 {
+	if release == ReleaseInWrite && s.t.lockStartsLine(sl) {
 		release = ReleaseSecondWrite
 	}
 	last := n - 8
