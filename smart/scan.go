@@ -451,29 +451,42 @@ func (sc *scanner) round(ctx context.Context) error {
 		return err
 	}
 	// Resolve the entries read from the bottom of the stack up, each into
-	// its results in reverse scan order, so that they replace the entries
-	// in one copy.
-	next := sc.next[:0]
+	// its results in reverse scan order. Up to the first node, an entry
+	// resolves to itself or to nothing, so the results stay in the
+	// frontier (w: the end of those kept); from there on they go to next,
+	// which then replaces the rest in one copy.
+	next, w := sc.next[:0], low
+	inPlace := true // no node resolved yet: the results so far are front[low:w]
 	for i := low; i < len(sc.front); i++ {
 		e := &sc.front[i]
-		if e.ready {
-			next = append(next, *e)
-			continue
-		}
-		off := sc.offs[i-low]
-		buf := sc.buf[off : off+readSize(e.cur.sl)]
 		var err error
-		if e.cur.sl.isLeaf() {
-			next, err = sc.leaf(ctx, next, e, buf)
+		if !e.ready && !e.cur.sl.isLeaf() {
+			off := sc.offs[i-low]
+			next, err = sc.node(ctx, next, e, sc.buf[off:off+readSize(e.cur.sl)])
+			inPlace = false
 		} else {
-			next, err = sc.node(ctx, next, e, buf)
+			keep := true
+			if !e.ready {
+				off := sc.offs[i-low]
+				keep, err = sc.leaf(ctx, e, sc.buf[off:off+readSize(e.cur.sl)])
+			}
+			switch {
+			case !keep:
+			case inPlace:
+				if w != i {
+					sc.front[w] = *e
+				}
+				w++
+			default:
+				next = append(next, *e)
+			}
 		}
 		if err != nil {
 			sc.next = next[:0]
 			return err
 		}
 	}
-	sc.front = append(sc.front[:low], next...)
+	sc.front = append(sc.front[:w], next...)
 	sc.next = next[:0]
 	return nil
 }
@@ -574,22 +587,24 @@ func readSize(sl slot) int {
 	return sl.nodeType().readBytes()
 }
 
-// leaf resolves a leaf entry read into buf.
-func (sc *scanner) leaf(ctx context.Context, next []entry, e *entry, buf []byte) ([]entry, error) {
+// leaf resolves a leaf entry read into buf, in place: it reports whether
+// e stays in the frontier, ready to yield its pair or unresolved for the
+// next round.
+func (sc *scanner) leaf(ctx context.Context, e *entry, buf []byte) (bool, error) {
 	v, st := sc.s.t.lf.parse(buf, e.cur.sl.leafClass())
 	switch {
 	case st == leafOK && !sc.s.reused(e.cur, v.birth):
-		if sc.inRange(v.key) {
-			e.readyWith(sc, v)
-			next = append(next, *e)
+		if !sc.inRange(v.key) {
+			return false, nil
 		}
-		return next, nil
+		e.readyWith(sc, v)
+		return true, nil
 	case st == leafTorn:
 		// Being written: read it again next round, after a wait.
 		if err := sc.s.wait(); err != nil {
-			return next, err
+			return false, err
 		}
-		return sc.again(next, e)
+		return true, sc.retry(e)
 	}
 	// Retired, or born during the scan (possibly a later life of the leaf
 	// the slot named, I8): what the slot holds now takes the leaf's place;
@@ -597,37 +612,45 @@ func (sc *scanner) leaf(ctx context.Context, next []entry, e *entry, buf []byte)
 	// is the one linked there, and the content is current.
 	w, err := sc.s.readWord(ctx, e.cur.addr)
 	if err != nil {
-		return next, err
+		return false, err
 	}
 	if slot(w).isFrozen() {
-		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.node)
+		return false, sc.s.movingRestart(ctx, cursor{}, e.cur.node)
 	}
 	if slot(w).addr() == e.cur.sl.addr() {
 		if sc.s.t.opts.Reclaim && !e.cur.confirmed {
 			// With reclamation the content counts only if read after a
 			// read of the slot that named the leaf (I8): read it again.
 			e.cur.confirmed = true
-			return sc.again(next, e)
+			return true, sc.retry(e)
 		}
-		if sc.inRange(v.key) {
-			e.readyWith(sc, v)
-			next = append(next, *e)
+		if !sc.inRange(v.key) {
+			return false, nil
 		}
-		return next, nil
+		e.readyWith(sc, v)
+		return true, nil
 	}
 	e.cur.sl = slot(w)
 	if !e.cur.sl.isChild() {
-		return next, nil // deleted
+		return false, nil // deleted
 	}
-	return sc.again(next, e)
+	return true, sc.retry(e)
 }
 
 // again keeps e unresolved for the next round, within the retry budget.
 func (sc *scanner) again(next []entry, e *entry) ([]entry, error) {
-	if e.retries++; e.retries > maxScanRetries {
-		return next, fmt.Errorf("%w: scan: the slot at %v kept changing for %d reads", ErrContention, e.cur.addr, maxScanRetries)
+	if err := sc.retry(e); err != nil {
+		return next, err
 	}
 	return append(next, *e), nil
+}
+
+// retry counts a read of e that resolved nothing against the retry budget.
+func (sc *scanner) retry(e *entry) error {
+	if e.retries++; e.retries > maxScanRetries {
+		return fmt.Errorf("%w: scan: the slot at %v kept changing for %d reads", ErrContention, e.cur.addr, maxScanRetries)
+	}
+	return nil
 }
 
 // maxScanRetries bounds the re-reads of one frontier entry (a leaf torn by
