@@ -154,7 +154,10 @@ type entry struct {
 	ready            bool
 	root             bool // the root slot: no partial key of its own
 	snap             bool // cur.sl comes from the cache's snapshot of its node (fromCache)
-	retries          int32
+	// inside: every key under the slot lies in the scan's range, so a
+	// leaf there needs no comparison with its bounds (insideBounds).
+	inside  bool
+	retries int16
 	// The children of the node cur names that are not in the frontier
 	// yet: the node's slots as read are at spill-1 in the scanner's spill
 	// buffer, followed by the slot indexes of its children in scan order,
@@ -594,7 +597,7 @@ func (sc *scanner) leaf(ctx context.Context, e *entry, buf []byte) (bool, error)
 	v, st := sc.s.t.lf.parse(buf, e.cur.sl.leafClass())
 	switch {
 	case st == leafOK && !sc.s.reused(e.cur, v.birth):
-		if !sc.inRange(v.key) {
+		if !e.inside && !sc.inRange(v.key) {
 			return false, nil
 		}
 		e.readyWith(sc, v)
@@ -624,7 +627,7 @@ func (sc *scanner) leaf(ctx context.Context, e *entry, buf []byte) (bool, error)
 			e.cur.confirmed = true
 			return true, sc.retry(e)
 		}
-		if !sc.inRange(v.key) {
+		if !e.inside && !sc.inRange(v.key) {
 			return false, nil
 		}
 		e.readyWith(sc, v)
@@ -1015,6 +1018,7 @@ func (sc *scanner) children(next []entry, rest entry, slots []byte, order []uint
 	// The entries are written in place, field by field: a composite
 	// literal appended is built on the stack and copied.
 	node := rest.cur.sl.addr()
+	above, below := sc.insideBounds(sc.path(&rest))
 	at := len(next)
 	next = slices.Grow(next, n)[:at+n]
 	for j := n - 1; j >= 0; j-- {
@@ -1022,6 +1026,7 @@ func (sc *scanner) children(next []entry, rest entry, slots []byte, order []uint
 		e := &next[at+n-1-j]
 		*e = entry{}
 		e.cur.addr, e.cur.sl, e.cur.node = nodeSlotAddr(node, i), slot(binary.LittleEndian.Uint64(slots[8*i:])), node
+		e.inside = above < int(e.cur.sl.partial()) && int(e.cur.sl.partial()) < below
 		e.cur.depth, e.cur.level = int(rest.pathLen)+1, rest.cur.level+1
 		e.pathOff, e.pathLen, e.snap = rest.pathOff, rest.pathLen, rest.snap
 	}
@@ -1104,6 +1109,24 @@ func (sc *scanner) childBounds(path []byte) (first, last int) {
 	return first, last
 }
 
+// insideBounds returns the partial keys above and below which every
+// encoded key starting with path+b lies in [elo, ehi): those of b with
+// above < b < below. A bound whose encoding extends path limits them by
+// its next byte (path+b then orders every key that starts with it before
+// or after the bound); one that does not leaves them unlimited, given that
+// some key starting with path may lie in the range (overlaps).
+func (sc *scanner) insideBounds(path []byte) (above, below int) {
+	above, below = -1, 256
+	if n := len(path); len(sc.elo) > n && bytes.Equal(path, sc.elo[:n]) {
+		above = int(sc.elo[n])
+	}
+	if n := len(path); sc.ehi != nil && len(sc.ehi) > n && bytes.Equal(path, sc.ehi[:n]) {
+		below = int(sc.ehi[n])
+	}
+	return above, below
+}
+
+// inRange reports whether key lies in [lo, hi).
 func (sc *scanner) inRange(key []byte) bool {
 	return bytes.Compare(key, sc.lo) >= 0 && (sc.hi == nil || bytes.Compare(key, sc.hi) < 0)
 }
