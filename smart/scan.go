@@ -89,7 +89,11 @@ func (t *Tree) runScan(ctx context.Context, lo, hi []byte, desc bool, limit int,
 	defer t.release(s)
 	sc := s.scanner(lo, hi, desc, limit)
 	defer sc.keep()
-	if err := sc.run(ctx, yield); err != nil && err != errStop {
+	err = sc.run(ctx, yield)
+	if err == errStop && limit == 0 {
+		s.scanHint = sc.yielded
+	}
+	if err != nil && err != errStop {
 		return wrapRemote(err)
 	}
 	return nil
@@ -105,9 +109,13 @@ func (s *session) scanner(lo, hi []byte, desc bool, limit int) *scanner {
 	*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
 		front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap,
 		offs: kept.offs, paths: kept.paths, pairs: kept.pairs, paths2: kept.paths2, pairs2: kept.pairs2}
-	if limit > 0 {
-		// Told its length, the scan reads what the rest needs at once
-		// (round stops where the pairs still to yield are covered).
+	if limit == 0 {
+		sc.expect = s.scanHint
+	}
+	if limit > 0 || sc.expect > 0 {
+		// Told its length, or expecting one, the scan reads what the rest
+		// needs at once (round stops where the pairs still to yield, or
+		// expected, are covered).
 		sc.budget, sc.window = scanMaxRound, scanWindow
 	}
 	sc.elo = appendEncoded(kept.elo, lo)
@@ -198,7 +206,16 @@ type scanner struct {
 	desc   bool // ReverseScan: the frontier is in descending key order
 	// left is the number of pairs the scan may still yield (ScanLimit),
 	// or 0 for no bound: a bounded scan ends when it yielded its last.
-	left     int
+	left int
+	// expect is, for a scan not told its length, how many more pairs it
+	// expects its caller to take: what the session's last such scan
+	// yielded before its caller stopped it (session.scanHint), less the
+	// pairs yielded since; 0 once they are yielded, or without a hint.
+	// Rounds read for it as for a told length (want), since callers that
+	// stop scans tend to stop them at the same length, and without it a
+	// scan starts small and grows its rounds by a quarter.
+	expect   int
+	yielded  int // pairs passed to the caller so far
 	elo, ehi []byte
 	// front is the frontier as a stack: its last entry comes first in
 	// scan order, so a round replaces the entries at its top and never
@@ -324,6 +341,10 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, slot) bool) error {
 		for n := len(sc.front); n > 0 && sc.front[n-1].ready; n-- {
 			kv, leaf := sc.kv(&sc.front[n-1]), sc.front[n-1].cur.sl
 			sc.front = sc.front[:n-1]
+			sc.yielded++
+			if sc.expect > 0 {
+				sc.expect--
+			}
 			if !yield(kv, leaf) {
 				return errStop
 			}
@@ -423,7 +444,7 @@ func (sc *scanner) round(ctx context.Context) error {
 			ahead++
 			continue
 		}
-		if n == sc.window || (sc.left > 0 && ahead >= sc.left) {
+		if want := sc.want(); n == sc.window || (want > 0 && ahead >= want) {
 			break
 		}
 		// Entries resolved without a READ: the rest of a node's children,
@@ -776,14 +797,14 @@ func (sc *scanner) fromCache(i int) int {
 	// node: the range's partial keys in scan order up to the first without
 	// one (cut), all of them if none lacks one. A large entry answers
 	// through its index, a lookup per key, and for a scan told its length
-	// stops (cuts) once the children are expected to hold twice the pairs
-	// it still takes: the rest of the range waits below them, and a scan
+	// (or expecting one) stops (cuts) once the children are expected to
+	// hold twice the pairs it still takes (want): the rest of the range waits below them, and a scan
 	// that gets there takes it from the cache again (a walk over every
 	// partial key of a root's range cost a told scan of 100 pairs 3.5% of
 	// its CPU; at the pairs left alone the estimate fell short often
 	// enough to cost YCSB-E 1.8% more round trips). A small entry answers
 	// in a pass over its slots.
-	cut, pairs := -1, 0 // pairs: expected under the children before cut
+	cut, pairs, want := -1, 0, sc.want() // pairs: expected under the children before cut
 	var order [256]uint8
 	walked := -1 // a large entry: the children before cut, in order[:walked]
 	if len(words) > artcache.IndexedSlots {
@@ -807,7 +828,7 @@ func (sc *scanner) fromCache(i int) int {
 			binary.LittleEndian.PutUint64(sc.snap[8*idx:], w)
 			order[walked] = uint8(idx)
 			walked++
-			if pairs += expectedPairs(slot(w)); sc.left > 0 && pairs >= 2*sc.left && j < last-first {
+			if pairs += expectedPairs(slot(w)); want > 0 && pairs >= 2*want && j < last-first {
 				// Children enough for twice the pairs the scan still
 				// takes: the rest of the range waits below them (cut).
 				if cut = b + 1; sc.desc {
@@ -848,11 +869,11 @@ func (sc *scanner) fromCache(i int) int {
 		}
 	}
 	// Only part of the range from the snapshot is worth it when that part
-	// is expected to hold the pairs the scan still takes (a scan not told
-	// its length: a full round's worth), since otherwise the rest of the
+	// is expected to hold the pairs the scan still takes (want; a scan
+	// neither told nor expecting a length: a full round's worth), since otherwise the rest of the
 	// node is read anyway and the snapshot's copy costs without saving the
 	// READ.
-	if want := cmp.Or(sc.left, scanWindow); cut >= 0 && pairs < want {
+	if want := cmp.Or(want, scanWindow); cut >= 0 && pairs < want {
 		return 0
 	}
 	if walked < 0 {
@@ -1125,6 +1146,10 @@ func (sc *scanner) insideBounds(path []byte) (above, below int) {
 	}
 	return above, below
 }
+
+// want is how many more pairs the scan is told (left) or expects
+// (expect) to yield, 0 if neither.
+func (sc *scanner) want() int { return cmp.Or(sc.left, sc.expect) }
 
 // inRange reports whether key lies in [lo, hi).
 func (sc *scanner) inRange(key []byte) bool {

@@ -60,6 +60,10 @@ type session struct {
 	// The current scan, whose buffers are kept between scans
 	// (scanner.keep).
 	scan scanner
+	// scanHint is how many pairs the session's last scan not told its
+	// length yielded before its caller stopped it (0: none yet): the next
+	// such scan expects as many (scanner.expect).
+	scanHint int
 
 	// The current operation's RDWC window, consulted deep in its path: a
 	// search seals it right before the verb it linearizes at, a write takes

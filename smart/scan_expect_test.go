@@ -1,0 +1,90 @@
+package smart
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/internal/testseed"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// TestScanExpect checks that a scan whose caller stops it without telling
+// its length reads as one told the length its session's last such scan
+// had (scanner.expect): the same round trips and bytes as ScanLimit, the
+// same pairs; that the first such scan, with nothing to expect, starts
+// small (more round trips); and that only scans stopped by their caller
+// set what the next expects: not one told its length, nor one that ran out
+// of keys. The reads are counted on the compute node's statistics (one
+// client, local transport, no heartbeat inside the scans).
+func TestScanExpect(t *testing.T) {
+	ctx := t.Context()
+	r := rand.New(rand.NewPCG(testseed.Seed(t), 0))
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 2}, Options{Reclaim: true, ReclaimInterval: time.Hour})
+	var keys [][]byte
+	put := putter(t, &keys)
+	for range 3000 {
+		put(tr, binary.BigEndian.AppendUint64(nil, r.Uint64()))
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	for _, k := range keys {
+		if _, _, err := tr.Get(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type cost struct{ rtt, read uint64 }
+	// scan takes n pairs from the i-th key up, stopping the scan (told
+	// false) or telling it n, and checks them against keys.
+	scan := func(i, n int, told bool) cost {
+		t.Helper()
+		before := tr.cn.Stats()
+		seq := tr.Scan(ctx, keys[i], nil)
+		if told {
+			seq = tr.ScanLimit(ctx, keys[i], nil, n)
+		}
+		var got [][]byte
+		for kv, err := range seq {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got = append(got, kv.Key); len(got) == n {
+				break
+			}
+		}
+		if want := keys[i:min(i+n, len(keys))]; !slices.EqualFunc(got, want, bytes.Equal) {
+			t.Fatalf("scan of %d from key %d (told %v): got %d pairs, want %d, or other keys", n, i, told, len(got), len(want))
+		}
+		d := tr.cn.Stats().Sub(before)
+		return cost{d.RoundTrips, d.ReadBytes}
+	}
+	from := func() int { return r.IntN(len(keys) - 200) }
+
+	i := from()
+	first := scan(i, 100, false) // nothing to expect yet
+	told := scan(i, 100, true)   // the same reads from here on: the tree and cache are as warm
+	if again := scan(i, 100, false); again != told {
+		t.Errorf("a scan stopped at 100 pairs after one stopped at 100 read %+v, one told 100 %+v; want the same", again, told)
+	}
+	if first.rtt <= told.rtt {
+		t.Errorf("the first scan stopped at 100 pairs took %d round trips, one told its length %d: want more (its rounds start small)", first.rtt, told.rtt)
+	}
+
+	// A scan told its length leaves the expectation alone.
+	j := from()
+	told5 := scan(j, 5, true)
+	if got := scan(j, 5, false); got.read <= told5.read {
+		t.Errorf("a scan stopped at 5 pairs after ones stopped at 100 (and one told 5) read %d bytes, one told 5 %d: want more (it expected 100)", got.read, told5.read)
+	}
+	if got := scan(j, 5, false); got != told5 {
+		t.Errorf("a scan stopped at 5 pairs after one stopped at 5 read %+v, one told 5 %+v; want the same", got, told5)
+	}
+
+	// A scan that runs out of keys leaves it alone too.
+	scan(len(keys)-3, 10, false)
+	if got := scan(j, 5, false); got != told5 {
+		t.Errorf("a scan stopped at 5 pairs after one that ran out of keys read %+v, one told 5 %+v; want the same", got, told5)
+	}
+}
