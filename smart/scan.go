@@ -29,7 +29,11 @@ import (
 // not turn a short scan into hundreds of READs (the memory nodes' IOPS are
 // the scarce resource). Growing by a quarter instead of doubling costs a
 // scan of about 50 pairs one and a half round trips more and saves a
-// quarter of its verbs (docs/results/README.md).
+// quarter of its verbs (docs/results/README.md). A scan that follows one
+// its caller stopped, on the same compute node's session, expects its
+// caller to take as many pairs and reads as ScanLimit does for that many;
+// past them it goes on with full rounds. Scans told their length, and
+// scans that run out of keys, leave that expectation as it is.
 // A leaf found retired sends the scan back to its slot (the same position in
 // key order), so a key present for the whole scan is yielded exactly once
 // even while leaves split or move.
@@ -52,8 +56,9 @@ func (t *Tree) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, err
 // 64 KB a round) instead of a budget growing by a quarter: a leaf counts
 // one pair, a node the least number of children its type implies. A scan
 // of n pairs reads about n leaves and the nodes above them in fewer round
-// trips, where a scan stopped by its caller after n pairs has read ahead
-// (about a quarter more at 50 pairs).
+// trips, where a scan stopped by its caller after n pairs, unless the
+// scan before it was stopped after as many, has read ahead (about a
+// quarter more at 50 pairs).
 func (t *Tree) ScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[KV, error] {
 	return t.scan(ctx, lo, hi, false, max(limit, 0))
 }
