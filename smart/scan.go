@@ -803,12 +803,12 @@ func (sc *scanner) fromCache(i int) int {
 	// one (cut), all of them if none lacks one. A large entry answers
 	// through its index, a lookup per key, and for a scan told its length
 	// (or expecting one) stops (cuts) once the children are expected to
-	// hold twice the pairs it still takes (want): the rest of the range waits below them, and a scan
-	// that gets there takes it from the cache again (a walk over every
-	// partial key of a root's range cost a told scan of 100 pairs 3.5% of
-	// its CPU; at the pairs left alone the estimate fell short often
-	// enough to cost YCSB-E 1.8% more round trips). A small entry answers
-	// in a pass over its slots.
+	// hold twice the pairs it still takes (want): the rest of the range
+	// waits below them, and a scan that gets there takes it from the
+	// cache again (a walk over every partial key of a root's range cost a
+	// told scan of 100 pairs 3.5% of its CPU; at the pairs left alone the
+	// estimate fell short often enough to cost YCSB-E 1.8% more round
+	// trips). A small entry answers in a pass over its slots.
 	cut, pairs, want := -1, 0, sc.want() // pairs: expected under the children before cut
 	var order [256]uint8
 	walked := -1 // a large entry: the children before cut, in order[:walked]
