@@ -138,7 +138,7 @@ func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
 // class), rather than in the first slot that was empty when the child came
 // (every other node, and a NODE_256 of Options.PaperNodes, which switches
 // type in place). A scan then reads only the slots of its range
-// (docs/smart-node-growth.md, "A NODE_256 indexed by partial key").
+// (docs/smart-node-growth.md, "The move into a NODE_256: an indexed node").
 func (t *Tree) indexed(typ nodeType) bool { return typ == node256 && !t.opts.PaperNodes }
 
 // grown is the type a full node of type t moves to: NODE_2 → NODE_4 →
