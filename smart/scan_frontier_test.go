@@ -312,20 +312,10 @@ func TestScanPartlyFromCache(t *testing.T) {
 	// if desc) and returns the READs of the scan.
 	scan := func(x *Tree, lo, hi []byte, n int, desc bool) uint64 {
 		t.Helper()
-		var want [][]byte
-		for _, k := range keys {
-			if bytes.Compare(k, lo) >= 0 && (hi == nil || bytes.Compare(k, hi) < 0) {
-				want = append(want, k)
-			}
-		}
-		slices.SortFunc(want, bytes.Compare)
+		want := scanOracle(keys, lo, hi, n, desc)
 		seq := x.ScanLimit(ctx, lo, hi, n)
 		if desc {
-			slices.Reverse(want)
 			seq = x.ReverseScanLimit(ctx, lo, hi, n)
-		}
-		if n > 0 {
-			want = want[:min(n, len(want))]
 		}
 		before := x.cn.Stats().Reads
 		var got [][]byte
@@ -389,6 +379,25 @@ func TestScanPartlyFromCache(t *testing.T) {
 	if err := tr.Verify(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// scanOracle returns the keys of [lo, hi) in keys (nil hi: no upper bound)
+// in scan order, descending if desc, the first n of them (all if n is 0).
+func scanOracle(keys [][]byte, lo, hi []byte, n int, desc bool) [][]byte {
+	var want [][]byte
+	for _, k := range keys {
+		if bytes.Compare(k, lo) >= 0 && (hi == nil || bytes.Compare(k, hi) < 0) {
+			want = append(want, k)
+		}
+	}
+	slices.SortFunc(want, bytes.Compare)
+	if desc {
+		slices.Reverse(want)
+	}
+	if n > 0 {
+		want = want[:min(n, len(want))]
+	}
+	return want
 }
 
 // putter returns a function that puts k with the value k through a tree

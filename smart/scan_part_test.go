@@ -55,19 +55,7 @@ func TestScanIndexedPart(t *testing.T) {
 	// it read.
 	scan := func(x *Tree, lo, hi []byte, n int, desc, told bool) uint64 {
 		t.Helper()
-		var want [][]byte
-		for _, k := range keys {
-			if bytes.Compare(k, lo) >= 0 && (hi == nil || bytes.Compare(k, hi) < 0) {
-				want = append(want, k)
-			}
-		}
-		slices.SortFunc(want, bytes.Compare)
-		if desc {
-			slices.Reverse(want)
-		}
-		if n > 0 {
-			want = want[:min(n, len(want))]
-		}
+		want := scanOracle(keys, lo, hi, n, desc)
 		seq := x.Scan(ctx, lo, hi)
 		switch {
 		case desc && told:
