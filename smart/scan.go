@@ -552,18 +552,11 @@ func (sc *scanner) layout(low, room int) []remote.Op {
 			continue
 		}
 		if lo, hi, ok := sc.part(e); ok {
-			// The header, and the slots lo to hi at their offsets in the
-			// node: one READ if few slots lie between, else two.
-			a := e.cur.sl.addr()
-			end := nodeSlotsOff + 8*(hi+1)
-			if hi < lo || 8*lo <= scanRunGap {
-				ops = append(ops, remote.Read(a, sc.buf[off:off+max(end, nodeHeaderBytes)]))
-			} else {
-				ops = append(ops, remote.Read(a, sc.buf[off:off+nodeHeaderBytes]),
-					remote.Read(a.Add(uint64(nodeSlotsOff+8*lo)), sc.buf[off+nodeSlotsOff+8*lo:off+end]))
-			}
+			// The slots lo to hi, at their offsets in the node.
+			from, end := nodeSlotsOff+8*lo, nodeSlotsOff+8*(hi+1)
+			ops = append(ops, remote.Read(e.cur.sl.addr().Add(uint64(from)), sc.buf[off+from:off+end]))
 			sc.offs[i-low] = off
-			off += max(end, nodeHeaderBytes)
+			off += end
 			continue
 		}
 		// The entries from i down to j+1 are read by one READ of [from,
@@ -634,18 +627,19 @@ func expectedPairs(sl slot) int {
 }
 
 // part returns the slots a round reads of the node entry e names when it
-// reads only a part of them, lo to hi (none if hi < lo), and ok: for an
-// indexed NODE_256 (Tree.indexed), whose slot b holds partial key b, the
-// range's partial keys at the node (entryBounds), the first
-// max(want, window, scanPartMin) of them in scan order; the rest of the
-// range, if any, goes back to the frontier narrowed (entry.cut) when the
-// node is resolved. Only a node that the cache holds a snapshot of, under
-// the prefix its slot implies, is read in part (entry.whole), so that the
-// bounds need no compressed path (the node has none, and never will, as
-// for fromCache), and so that remember caches a node read whole for the
-// scans after; a scan that restarted, which does not use the cache, reads
-// whole nodes. layout, the round's budget and node all call it for the
-// same entry within a round, and get the same part.
+// reads only a part of them, lo to hi, and ok: for an indexed NODE_256
+// (Tree.indexed), whose slot b holds partial key b, the range's partial
+// keys at the node (entryBounds), the first max(want, window, scanPartMin)
+// of them in scan order, without the header; the rest of the range, if
+// any, goes back to the frontier narrowed (entry.cut) when the node is
+// resolved. Only a node that the cache holds a snapshot of, under the
+// prefix its slot implies, is read in part (entry.whole): it has no
+// compressed path and never will (as for fromCache), so the bounds need
+// none, and its header has nothing to tell (a NODE_256 never moves, and a
+// header split needs a compressed path); and remember caches a node read
+// whole for the scans after. A scan that restarted, which does not use the
+// cache, reads whole nodes. layout, the round's budget and node all call
+// it for the same entry within a round, and get the same part.
 func (sc *scanner) part(e *entry) (lo, hi int, ok bool) {
 	if e.cur.sl.isLeaf() || e.whole || !sc.s.t.indexed(e.cur.sl.nodeType()) {
 		return 0, 0, false
@@ -655,6 +649,9 @@ func (sc *scanner) part(e *entry) (lo, hi int, ok bool) {
 		sc.tmp = append(sc.tmp, e.cur.sl.partial())
 	}
 	first, last := sc.entryBounds(e, sc.tmp)
+	if first > last {
+		return 0, 0, false
+	}
 	k := max(sc.want(), sc.window, scanPartMin)
 	if sc.desc {
 		return max(first, last-k+1), last, true
@@ -668,11 +665,11 @@ const scanPartMin = 16
 
 // readBytes returns how many bytes a round reads for the frontier entry e,
 // and how many of the scanner's buffer the read takes: the node's or leaf's
-// read size, or for a part of an indexed NODE_256 (part) its header and
-// slots, placed at their offsets in the node.
+// read size, or for a part of an indexed NODE_256 (part) its slots,
+// placed at their offsets in the node.
 func (sc *scanner) readBytes(e *entry) (n, room int) {
 	if lo, hi, ok := sc.part(e); ok {
-		return nodeHeaderBytes + 8*max(hi-lo+1, 0), max(nodeSlotsOff+8*(hi+1), nodeHeaderBytes)
+		return 8 * (hi - lo + 1), nodeSlotsOff + 8*(hi+1)
 	}
 	n = readSize(e.cur.sl)
 	return n, n
@@ -760,32 +757,32 @@ const maxScanRetries = 1 << 12
 // range take its place, appended to next in reverse scan order (the
 // frontier's stack order).
 func (sc *scanner) node(ctx context.Context, next []entry, e *entry, buf []byte) ([]entry, error) {
-	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
-	if h.isForwarded() {
-		if e.snap {
-			return sc.refresh(ctx, next, e)
-		}
-		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
-	}
-	depth := int(e.pathLen) + 1
-	if e.root {
-		depth = 0
-	}
-	skip := depth - h.depth()
-	if t := h.nodeType(); t > e.cur.sl.nodeType() && t <= node256 {
-		// The node switched type: read it again in full next round.
-		e.cur.sl = e.cur.sl.withType(t)
-		return sc.again(next, e)
-	}
-	if h.depth() > depth || skip > h.prefixLen() || h == 0 {
-		// A header split moved the node: re-read the slot.
-		return sc.reread(ctx, next, e)
-	}
+	// A part of an indexed NODE_256 is read without its header (part).
 	lo, hi, partial := sc.part(e)
-	if partial && h.prefixLen() > 0 {
-		// part read a node the cache holds under the prefix its slot
-		// implies, which has no compressed path and never will.
-		return next, corruptf("NODE_256 %v has a compressed path of %d bytes, cached under none", e.cur.sl.addr(), h.prefixLen())
+	var h header
+	skip := 0
+	if !partial {
+		h = header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+		if h.isForwarded() {
+			if e.snap {
+				return sc.refresh(ctx, next, e)
+			}
+			return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
+		}
+		depth := int(e.pathLen) + 1
+		if e.root {
+			depth = 0
+		}
+		skip = depth - h.depth()
+		if t := h.nodeType(); t > e.cur.sl.nodeType() && t <= node256 {
+			// The node switched type: read it again in full next round.
+			e.cur.sl = e.cur.sl.withType(t)
+			return sc.again(next, e)
+		}
+		if h.depth() > depth || skip > h.prefixLen() || h == 0 {
+			// A header split moved the node: re-read the slot.
+			return sc.reread(ctx, next, e)
+		}
 	}
 	sc.tmp = append(sc.tmp[:0], sc.path(e)...)
 	if !e.root {
