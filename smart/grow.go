@@ -272,9 +272,8 @@ func (s *session) forward(ctx context.Context, mv *moving, rev remote.Addr, extr
 // completeMove is M4–M6 of the move of mv.node, whose successor mv.to
 // holds mv.slots (thawed) at their indexes there (moving.at), from the
 // reverse pointer rev (the parent slot) read with the node, which held pw
-// (0: unknown): point
-// the children at their new slots (one batch, then again for those whose
-// CAS failed), publish, and mark N unlinked. The children come first so
+// (0: unknown): point the children at their new slots (one batch, then
+// again for those whose CAS failed), publish, and mark N unlinked. The children come first so
 // that N' is complete before it is linked (I3): nothing can build on a
 // child of N' before the publish, since N's slots are frozen. Anyone may
 // run it (the mover, or a repairer of a mover that died): every step is
