@@ -158,16 +158,16 @@ func (e *Entry) WithChild(idx int, word uint64, slots []uint64) *Entry {
 }
 
 // WithSlot returns a copy of e whose slot idx holds word: one of its slots,
-// or one after them, which the copy adds, the slots between them and it
-// empty: the snapshot of the node once that slot changed or was filled.
+// or the slot right after them (idx = len(e.Slots())), which the copy
+// adds: the snapshot of the node once that slot changed or was filled.
 // The copy keeps e's address, level, epoch stamp, other slots and children;
-// its reference bit is clear. WithSlot returns nil if idx is negative, or
-// the copy would hold more than MaxSlots slots or not fit the largest
-// allocation an entry has.
+// its reference bit is clear. WithSlot returns nil if idx is out of that
+// range, or the added slot would make more than MaxSlots or not fit the
+// largest allocation an entry has.
 func (e *Entry) WithSlot(idx int, word uint64) *Entry {
 	own := e.Slots()
 	n := max(len(own), idx+1) // the slots of the copy
-	if idx < 0 || n > MaxSlots || len(e.words())+n-len(own) > slotRoomMax {
+	if idx < 0 || n > len(own)+1 || n > MaxSlots || len(e.words())+n-len(own) > slotRoomMax {
 		return nil
 	}
 	var buf [slotRoomMax]uint64

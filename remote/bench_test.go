@@ -57,7 +57,7 @@ func BenchmarkSimVerbs(b *testing.B) {
 					p.Go(func() {
 						buf := make([]byte, 8)
 						for i := range per {
-							a := MakeAddr((id+i)%2, ReservedBytes+uint64(64*id))
+							a := MakeAddr((id+i)%2, reservedBytes+uint64(64*id))
 							if err := c.Read(ctx, a, buf); err != nil {
 								b.Error(err)
 								return

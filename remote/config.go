@@ -67,10 +67,9 @@ const (
 	DefaultNodeBytes   = 256 << 20
 	DefaultOnChipBytes = 256 << 10
 	DefaultChunkBytes  = 4 << 20
-	// ReservedBytes at the start of every memory node's main region are
-	// never allocated, so that offset 0 (nil) is never handed out; a verb
-	// there fails with ErrOutOfBounds.
-	ReservedBytes = 4096
+	// reservedBytes at the start of every main region are never allocated,
+	// so that offset 0 (nil) is never handed out.
+	reservedBytes = 4096
 )
 
 // Ordering selects how the simulator applies the bytes of one READ or WRITE.
@@ -214,8 +213,8 @@ func (c Config) normalized() (Config, error) {
 	if c.MemoryNodes < 0 || c.MemoryNodes > MaxMemoryNodes {
 		return c, fmt.Errorf("%w: MemoryNodes %d not in 1..%d", ErrBadRequest, c.MemoryNodes, MaxMemoryNodes)
 	}
-	if c.NodeBytes < 0 || c.NodeBytes >= onChipBit || (c.NodeBytes > 0 && c.NodeBytes < 2*ReservedBytes) {
-		return c, fmt.Errorf("%w: NodeBytes %d not in %d..2^47", ErrBadRequest, c.NodeBytes, 2*ReservedBytes)
+	if c.NodeBytes < 0 || c.NodeBytes >= onChipBit || (c.NodeBytes > 0 && c.NodeBytes < 2*reservedBytes) {
+		return c, fmt.Errorf("%w: NodeBytes %d not in %d..2^47", ErrBadRequest, c.NodeBytes, 2*reservedBytes)
 	}
 	c.NodeBytes = (c.NodeBytes + 7) &^ 7
 	if c.OnChipBytes > 1<<30 {
@@ -278,11 +277,11 @@ func (c *Config) defaultGeometry() {
 // checkChunk fills in and validates ChunkBytes once NodeBytes is known.
 func (c *Config) checkChunk() error {
 	if c.ChunkBytes == 0 {
-		c.ChunkBytes = min(max(64<<10, min(DefaultChunkBytes, c.NodeBytes/1024)), (c.NodeBytes-ReservedBytes)/4&^63)
+		c.ChunkBytes = min(max(64<<10, min(DefaultChunkBytes, c.NodeBytes/1024)), (c.NodeBytes-reservedBytes)/4&^63)
 	}
 	c.ChunkBytes = (c.ChunkBytes + 63) &^ 63
-	if c.ChunkBytes <= 0 || c.ChunkBytes > c.NodeBytes-ReservedBytes {
-		return fmt.Errorf("%w: ChunkBytes %d not in 1..NodeBytes-%d", ErrBadRequest, c.ChunkBytes, ReservedBytes)
+	if c.ChunkBytes <= 0 || c.ChunkBytes > c.NodeBytes-reservedBytes {
+		return fmt.Errorf("%w: ChunkBytes %d not in 1..NodeBytes-%d", ErrBadRequest, c.ChunkBytes, reservedBytes)
 	}
 	return nil
 }

@@ -57,9 +57,9 @@ func checkVerb(g nodeGeom, kind OpKind, a Addr, n uint64) error {
 	if off >= size || n > size-off {
 		return fmt.Errorf("%w: %v of %d bytes at %v (region is %d bytes)", ErrOutOfBounds, kind, n, a, size)
 	}
-	if !a.IsOnChip() && off < ReservedBytes {
+	if !a.IsOnChip() && off < reservedBytes {
 		// The node's own state (nodelayout.go) is reached by no verb.
-		return fmt.Errorf("%w: %v at %v is in the node's reserved first %d bytes", ErrOutOfBounds, kind, a, ReservedBytes)
+		return fmt.Errorf("%w: %v at %v is in the node's reserved first %d bytes", ErrOutOfBounds, kind, a, reservedBytes)
 	}
 	return nil
 }

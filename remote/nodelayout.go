@@ -6,12 +6,12 @@ import (
 	"sync/atomic"
 )
 
-// The first ReservedBytes of every memory node's main region hold the node's
+// The first reservedBytes of every memory node's main region hold the node's
 // own state, so that the memory alone describes it and any party holding the
 // memory (an in-process pool, a memnode server, a process mapping a shared
 // file) can serve allocation and named-region requests with atomic
 // operations on it. Nothing here is ever reached by a verb: offsets below
-// ReservedBytes are never handed out.
+// reservedBytes are never handed out.
 //
 // Block 0 (bytes 0..4095) starts with the node header:
 //
@@ -43,7 +43,7 @@ const (
 
 	hdrMagic, hdrVersion, hdrMain, hdrOnChip, hdrNext, hdrPool, hdrIndex, hdrDir = 0, 1, 2, 3, 4, 5, 6, 7
 
-	dirBlockBytes = ReservedBytes
+	dirBlockBytes = reservedBytes
 	dirEntryWords = 4
 	dirFirstWord  = 8
 )
@@ -64,7 +64,7 @@ func initNode(main []uint64, g nodeGeom) {
 	atomic.StoreUint64(&main[hdrVersion], nodeVersion)
 	atomic.StoreUint64(&main[hdrMain], g.main)
 	atomic.StoreUint64(&main[hdrOnChip], g.onChip)
-	atomic.StoreUint64(&main[hdrNext], ReservedBytes)
+	atomic.StoreUint64(&main[hdrNext], reservedBytes)
 	atomic.StoreUint64(&main[hdrMagic], nodeMagic)
 }
 
@@ -81,11 +81,11 @@ func checkHeader(hdr []uint64) (nodeGeom, error) {
 		return nodeGeom{}, fmt.Errorf("%w: format version %d, this build reads %d", ErrBadNode, v, nodeVersion)
 	}
 	g := nodeGeom{main: atomic.LoadUint64(&hdr[hdrMain]), onChip: atomic.LoadUint64(&hdr[hdrOnChip])}
-	if g.main < 2*ReservedBytes || g.main >= onChipBit || g.main%8 != 0 || g.onChip > 1<<30 || g.onChip%8 != 0 {
+	if g.main < 2*reservedBytes || g.main >= onChipBit || g.main%8 != 0 || g.onChip > 1<<30 || g.onChip%8 != 0 {
 		return nodeGeom{}, fmt.Errorf("%w: header records regions of %d and %d bytes", ErrBadNode, g.main, g.onChip)
 	}
-	if next := atomic.LoadUint64(&hdr[hdrNext]); next < ReservedBytes || next > g.main {
-		return nodeGeom{}, fmt.Errorf("%w: allocation cursor %d outside %d..%d", ErrBadNode, next, ReservedBytes, g.main)
+	if next := atomic.LoadUint64(&hdr[hdrNext]); next < reservedBytes || next > g.main {
+		return nodeGeom{}, fmt.Errorf("%w: allocation cursor %d outside %d..%d", ErrBadNode, next, reservedBytes, g.main)
 	}
 	return g, nil
 }
@@ -128,7 +128,7 @@ func nodeNamed(main []uint64, name string, size uint64) (uint64, error) {
 	block := uint64(0)
 	limit := uint64(len(main)) * 8
 	for {
-		if block%64 != 0 || block > limit-dirBlockBytes || (block != 0 && block < ReservedBytes) {
+		if block%64 != 0 || block > limit-dirBlockBytes || (block != 0 && block < reservedBytes) {
 			return 0, fmt.Errorf("%w: named-region directory links to offset %#x", ErrBadNode, block)
 		}
 		b := main[block/8 : (block+dirBlockBytes)/8]
@@ -175,7 +175,7 @@ func namedRegion(main []uint64, slot *uint64, name string, size uint64) (uint64,
 			off = atomic.LoadUint64(slot) // another caller published first; ours stays unused
 		}
 	}
-	if off%64 != 0 || off < ReservedBytes+64 || off >= uint64(len(main))*8 {
+	if off%64 != 0 || off < reservedBytes+64 || off >= uint64(len(main))*8 {
 		return 0, fmt.Errorf("%w: named region %q at offset %#x", ErrBadNode, name, off)
 	}
 	if have := atomic.LoadUint64(&main[off/8-1]); size > have || off+have > uint64(len(main))*8 {

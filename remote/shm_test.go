@@ -186,8 +186,8 @@ func TestShmBadFiles(t *testing.T) {
 		{"random-short", []any{random(100)}, adopt, false},
 		{"random-node-size", []any{random(len(img))}, geomOK, false},
 		{"zeros-node-size", []any{make([]byte, len(img))}, geomOK, false},
-		{"truncated-below-header", []any{img[:ReservedBytes-8]}, adopt, false},
-		{"truncated-to-header", []any{img[:ReservedBytes]}, adopt, false},
+		{"truncated-below-header", []any{img[:reservedBytes-8]}, adopt, false},
+		{"truncated-to-header", []any{img[:reservedBytes]}, adopt, false},
 		{"truncated-to-half", []any{img[:len(img)/2]}, adopt, false},
 		{"truncated-by-a-word", []any{img[:len(img)-8]}, adopt, false},
 		{"truncated-on-chip", []any{img[:shmNodeBytes]}, adopt, false},
@@ -409,7 +409,7 @@ func checkOpenResults(t *testing.T, dir string, results []shmOpenResult) {
 		if r.Owner < 0 {
 			continue
 		}
-		if r.Addr.Offset() < ReservedBytes || r.Addr.Offset()+uint64(r.Bytes) > uint64(p.Config().NodeBytes) {
+		if r.Addr.Offset() < reservedBytes || r.Addr.Offset()+uint64(r.Bytes) > uint64(p.Config().NodeBytes) {
 			t.Errorf("worker %d's range %d [%v, +%d) is outside the allocatable memory", r.Owner, r.Index, r.Addr, r.Bytes)
 			continue
 		}
@@ -957,7 +957,7 @@ func TestShmClose(t *testing.T) {
 	}
 	// The files keep their contents.
 	p2 := openShm(t, Config{Shm: &ShmConfig{Dir: dir}})
-	if u, err := p2.MemoryUsed(); err != nil || u[1] <= ReservedBytes {
+	if u, err := p2.MemoryUsed(); err != nil || u[1] <= reservedBytes {
 		t.Errorf("reopened after Close: MemoryUsed %v, %v", u, err)
 	}
 }

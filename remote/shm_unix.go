@@ -105,11 +105,11 @@ func mapExisting(f *os.File, cfg Config) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	hdr := make([]byte, ReservedBytes)
+	hdr := make([]byte, reservedBytes)
 	if _, err := io.ReadFull(f, hdr); err != nil {
 		return nil, fmt.Errorf("%w: %d bytes is too short for a memory node", ErrBadNode, st.Size())
 	}
-	words := make([]uint64, ReservedBytes/8)
+	words := make([]uint64, reservedBytes/8)
 	for i := range words {
 		words[i] = binary.LittleEndian.Uint64(hdr[8*i:])
 	}

@@ -158,7 +158,7 @@ func TestSimThroughputBounds(t *testing.T) {
 
 	t.Run("IOPS, small READs, 1 MN", func(t *testing.T) {
 		p := newTestPool(t, Config{Sim: simConfig(InOrder, 1)})
-		base := MakeAddr(0, ReservedBytes)
+		base := MakeAddr(0, reservedBytes)
 		got := closedLoop(t, p, 4, 160, 250, func(id, i int) []Op {
 			return []Op{Read(base.Add(uint64(64*id)), bufs[id][:8])}
 		})
@@ -172,7 +172,7 @@ func TestSimThroughputBounds(t *testing.T) {
 	t.Run("IOPS, small READs, 2 MNs", func(t *testing.T) {
 		p := newTestPool(t, Config{MemoryNodes: 2, Sim: simConfig(InOrder, 1)})
 		got := closedLoop(t, p, 8, 320, 150, func(id, i int) []Op {
-			return []Op{Read(MakeAddr((id+i)%2, ReservedBytes+uint64(64*id)), bufs[id][:8])}
+			return []Op{Read(MakeAddr((id+i)%2, reservedBytes+uint64(64*id)), bufs[id][:8])}
 		})
 		within(t, "small READ verbs/s over 2 MNs", got, 2*pr.MNIOPS, 0.02)
 	})
@@ -180,7 +180,7 @@ func TestSimThroughputBounds(t *testing.T) {
 	t.Run("bandwidth, 4 KiB READs", func(t *testing.T) {
 		p := newTestPool(t, Config{Sim: simConfig(InOrder, 1)})
 		got := closedLoop(t, p, 4, 32, 150, func(id, i int) []Op {
-			return []Op{Read(MakeAddr(0, ReservedBytes+uint64(4096*id)), bufs[id])}
+			return []Op{Read(MakeAddr(0, reservedBytes+uint64(4096*id)), bufs[id])}
 		})
 		within(t, "4 KiB READ verbs/s", got, pr.Bandwidth/float64(4096+pr.HeaderBytes), 0.02)
 		r := p.Report()
@@ -192,7 +192,7 @@ func TestSimThroughputBounds(t *testing.T) {
 	t.Run("bandwidth, 4 KiB WRITEs", func(t *testing.T) {
 		p := newTestPool(t, Config{Sim: simConfig(InOrder, 1)})
 		got := closedLoop(t, p, 4, 32, 150, func(id, i int) []Op {
-			return []Op{Write(MakeAddr(0, ReservedBytes+uint64(4096*id)), bufs[id])}
+			return []Op{Write(MakeAddr(0, reservedBytes+uint64(4096*id)), bufs[id])}
 		})
 		within(t, "4 KiB WRITE verbs/s", got, pr.Bandwidth/float64(4096+pr.HeaderBytes), 0.02)
 	})
@@ -205,13 +205,13 @@ func TestSimThroughputBounds(t *testing.T) {
 		within(t, what, got, bound, 0.02)
 	}
 	t.Run("same-address CAS, host memory", func(t *testing.T) {
-		atomics(t, "CAS/s on one host word", func(int) Addr { return MakeAddr(0, ReservedBytes) }, pr.AtomicRate)
+		atomics(t, "CAS/s on one host word", func(int) Addr { return MakeAddr(0, reservedBytes) }, pr.AtomicRate)
 	})
 	t.Run("same-address CAS, on chip", func(t *testing.T) {
 		atomics(t, "CAS/s on one on-chip word", func(int) Addr { return OnChip(0, 0) }, pr.OnChipAtomicRate)
 	})
 	t.Run("CAS on two addresses", func(t *testing.T) {
-		atomics(t, "CAS/s on two host words", func(id int) Addr { return MakeAddr(0, ReservedBytes+8*uint64(id%2)) },
+		atomics(t, "CAS/s on two host words", func(id int) Addr { return MakeAddr(0, reservedBytes+8*uint64(id%2)) },
 			2*pr.AtomicRate)
 	})
 
@@ -219,7 +219,7 @@ func TestSimThroughputBounds(t *testing.T) {
 		// Two clients far below every limit see the unloaded round trip.
 		p := newTestPool(t, Config{Sim: simConfig(InOrder, 1)})
 		closedLoop(t, p, 2, 2, 200, func(id, i int) []Op {
-			return []Op{Read(MakeAddr(0, ReservedBytes+uint64(64*id)), bufs[id][:8])}
+			return []Op{Read(MakeAddr(0, reservedBytes+uint64(64*id)), bufs[id][:8])}
 		})
 		want := pr.RTT + pr.CPUPerVerb + psDur(slotPS(pr.CNIOPS)+slotPS(pr.MNIOPS)+serPS(pr, pr.HeaderBytes)+
 			serPS(pr, pr.HeaderBytes+8))
@@ -241,7 +241,7 @@ func TestSimStrictTearing(t *testing.T) {
 	for _, o := range []Ordering{Strict, InOrder} {
 		t.Run(o.String(), func(t *testing.T) {
 			p := newTestPool(t, Config{Sim: simConfig(o, seed)})
-			block := MakeAddr(0, ReservedBytes)
+			block := MakeAddr(0, reservedBytes)
 			patterns := [2][]byte{bytes.Repeat([]byte{0xAA}, 64*lines), bytes.Repeat([]byte{0xBB}, 64*lines)}
 			writer := p.NewComputeNode().NewClient()
 			if err := writer.Write(ctx, block, patterns[0]); err != nil {

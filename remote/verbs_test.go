@@ -338,7 +338,7 @@ func TestAllocation(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if a.MN() != 0 || a.Offset() < ReservedBytes || a.Offset()%8 != 0 ||
+				if a.MN() != 0 || a.Offset() < reservedBytes || a.Offset()%8 != 0 ||
 					a.Offset()+uint64(size) > nodeBytes || seen[a] {
 					t.Fatalf("allocation %d of %d bytes: bad address %v", n, size, a)
 				}

@@ -9,7 +9,7 @@ import (
 
 // fuzzGeoms are the geometries FuzzFrameDecoder validates batches against:
 // a node with both regions and a minimal one without an on-chip region.
-var fuzzGeoms = []nodeGeom{{main: 1 << 20, onChip: 4096}, {main: 2 * ReservedBytes, onChip: 0}}
+var fuzzGeoms = []nodeGeom{{main: 1 << 20, onChip: 4096}, {main: 2 * reservedBytes, onChip: 0}}
 
 // fuzzSeeds returns valid frames of every type, and a few broken ones.
 func fuzzSeeds() [][]byte {

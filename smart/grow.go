@@ -14,7 +14,7 @@ import (
 //	M1  CAS(N.rev: r → r|moving)
 //	M2  [CAS(N.slot[i]: v_i → v_i|frozen)]               until every slot is frozen
 //	M3  [W(leaf), W(N'), CAS(N.header: h → fwd(N'))]     the forward is set once
-//	M4  [CAS(child_i.rev: N.slot[i] → N'.slot[at(i)])]   again for those that failed
+//	M4  [CAS(child_i.rev: N.slot[i] → N'.slot[i])]       again for those that failed
 //	M5  CAS(p: N → N')                                   publishes
 //	M6  CAS(N.rev: p|moving → nil), unsignaled
 //
@@ -32,44 +32,6 @@ type moving struct {
 	to     remote.Addr // N'
 	toRev  remote.Addr // the parent slot N' names, if known (0: not; see completeMove)
 	depth  int         // the depth of N's children (their slots' keys)
-	// indexed: N' holds each child in the slot of its partial key
-	// (Tree.indexed), not at its index in N.
-	indexed bool
-}
-
-// at returns the index in N' of the child in N's slot i: the same index,
-// or its partial key if N' is indexed.
-func (mv *moving) at(i int) int {
-	if mv.indexed {
-		return int(mv.slots[i].partial())
-	}
-	return i
-}
-
-// successorSlots returns the slots of N' (in buf): N's, each at its index
-// there (at), and extra, if not empty, after them or, if N' is indexed,
-// in the slot of its partial key.
-func (mv *moving) successorSlots(buf *[256]slot, extra slot) []slot {
-	n := len(mv.slots)
-	if mv.indexed {
-		n = 0
-	}
-	clear(buf[:])
-	for i, sl := range mv.slots {
-		if !sl.isEmpty() {
-			buf[mv.at(i)] = sl
-			n = max(n, mv.at(i)+1)
-		}
-	}
-	if !extra.isEmpty() {
-		j := len(mv.slots)
-		if mv.indexed {
-			j = int(extra.partial())
-		}
-		buf[j] = extra
-		n = max(n, j+1)
-	}
-	return buf[:n]
 }
 
 // growNode is the insert into a full node allocated by size class: move it
@@ -152,16 +114,12 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 		s.dropUnlinked(la, class)
 		return false, cur, s.dropNode(to, nt, err)
 	}
-	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, toRev: n.rev, depth: d.pos + 1, indexed: s.t.indexed(nt)}
+	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, toRev: n.rev, depth: d.pos + 1}
 	if mv.slots, err = s.freeze(ctx, n.addr, n.slots[:n.typ.capacity()]); err != nil {
 		return false, cur, err
 	}
-	// M3: the new leaf and N', complete before the forward lands; in N'
-	// the leaf takes the slot after N's, or that of its partial key.
+	// M3: the new leaf and N', complete before the forward lands.
 	j := n.typ.capacity()
-	if mv.indexed {
-		j = int(s.enc[d.pos])
-	}
 	leaf := leafSlot(s.enc[d.pos], class, la)
 	succ, err := s.forward(ctx, &mv, n.rev, func() slot {
 		s.stage(la, s.t.lf.image(s.img, nodeSlotAddr(to, j), key, value, class, s.t.epoch()))
@@ -180,8 +138,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	if err == nil && published && mv.toRev == cur.addr {
 		// Linked at the slot that led here: cache N' as published, so that
 		// the next operation through it does not meet N's forward.
-		var buf [256]slot
-		s.rememberNew(cur, nodeSlot(cur.sl.partial(), nt, to), s.enc[:d.pos], to, cur.level, mv.successorSlots(&buf, leaf)...)
+		s.rememberNew(cur, nodeSlot(cur.sl.partial(), nt, to), s.enc[:d.pos], to, cur.level, append(mv.slots, leaf)...)
 	}
 	return true, cur, err
 }
@@ -248,12 +205,11 @@ func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot)
 func (s *session) forward(ctx context.Context, mv *moving, rev remote.Addr, extra func() slot) (remote.Addr, error) {
 	for {
 		s.staged, s.pieces = s.staged[:0], s.pieces[:0]
-		var x slot
+		slots := mv.slots
 		if extra != nil {
-			x = extra()
+			slots = append(slots[:len(slots):len(slots)], extra())
 		}
-		var buf [256]slot
-		s.stage(mv.to, nodeImage(s.img, rev, mv.h.withType(mv.typ.grown()), mv.successorSlots(&buf, x)...))
+		s.stage(mv.to, nodeImage(s.img, rev, mv.h.withType(mv.typ.grown()), slots...))
 		ops, err := s.link(ctx, s.stagedOps(), remote.CAS(mv.node.Add(nodeHeaderOff), uint64(mv.h), uint64(forwarded(mv.typ, mv.to))))
 		if err != nil {
 			return 0, err
@@ -270,10 +226,10 @@ func (s *session) forward(ctx context.Context, mv *moving, rev remote.Addr, extr
 }
 
 // completeMove is M4–M6 of the move of mv.node, whose successor mv.to
-// holds mv.slots (thawed) at their indexes there (moving.at), from the
-// reverse pointer rev (the parent slot) read with the node, which held pw
-// (0: unknown): point the children at their new slots (one batch, then
-// again for those whose CAS failed), publish, and mark N unlinked. The children come first so
+// holds mv.slots (thawed) at the same indexes, from the reverse pointer rev
+// (the parent slot) read with the node, which held pw (0: unknown): point
+// the children at their new slots (one batch, then again for those whose
+// CAS failed), publish, and mark N unlinked. The children come first so
 // that N' is complete before it is linked (I3): nothing can build on a
 // child of N' before the publish, since N's slots are frozen. Anyone may
 // run it (the mover, or a repairer of a mover that died): every step is
@@ -283,7 +239,7 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 	ops := s.batch()
 	for i, sl := range mv.slots {
 		if sl.isChild() {
-			ops = append(ops, remote.CAS(sl.addr().Add(leafRevOff), uint64(nodeSlotAddr(mv.node, i)), uint64(nodeSlotAddr(mv.to, mv.at(i)))))
+			ops = append(ops, remote.CAS(sl.addr().Add(leafRevOff), uint64(nodeSlotAddr(mv.node, i)), uint64(nodeSlotAddr(mv.to, i))))
 		}
 	}
 	if err := s.do(ctx, ops); err != nil {
@@ -392,14 +348,14 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 }
 
 // fixRev moves the reverse pointer of the child in mv.slots[i] from
-// N.slot[i] (from) to N'.slot[at(i)] (to) (M4), keeping a header split's
+// N.slot[i] (from) to N'.slot[i] (to) (M4), keeping a header split's
 // moving flag. A value that is neither, while the slot to still names the
 // child, belongs to a leaf split in flight (see below) or to a header
 // split's second step: wait for that, and judge the flag's holder after a
 // lease. Once to names another object the child moved on, and nothing is
 // left to do.
 func (s *session) fixRev(ctx context.Context, mv *moving, i int) error {
-	sl, from, to := mv.slots[i], nodeSlotAddr(mv.node, i), nodeSlotAddr(mv.to, mv.at(i))
+	sl, from, to := mv.slots[i], nodeSlotAddr(mv.node, i), nodeSlotAddr(mv.to, i)
 	at := sl.addr().Add(leafRevOff)
 	for attempt := 0; ; attempt++ {
 		w, err := s.readWord(ctx, at)
@@ -431,7 +387,7 @@ func (s *session) fixRev(ctx context.Context, mv *moving, i int) error {
 			// belongs at to whatever the splitter does next (its CAS back
 			// then fails), and whether the splitter lives or died (its lock
 			// is recovered later, and finds the pointer right). After the
-			// publish the split may be a real one, on N'.slot[at(i)]: its lock
+			// publish the split may be a real one, on N'.slot[i]: its lock
 			// holder keeps the pointer.
 			if published, err := s.movePublished(ctx, mv); err != nil || published {
 				return err
@@ -475,40 +431,33 @@ func links(sl slot, node remote.Addr) bool { return !sl.isLeaf() && sl.addr() ==
 // WRITE moved the leaf's reverse pointer to wrong, possibly after the mover
 // had moved it to the slot's copy (M4), so the split puts it where the leaf
 // is: it waits for the move (holding the leaf's lock), then CASes the
-// pointer from wrong to the slot of cur's partial key in the node's last
-// successor: the same slot index, or the partial key in an indexed NODE_256
-// (cur's slot if the node was not forwarded). A later move that found
-// wrong there overwrote it (fixRev), and the CAS then fails: nothing is
-// lost.
+// pointer from wrong to the same slot index of the node's successor (to
+// cur's slot if the node was not forwarded). A later move that found wrong
+// there overwrote it (fixRev), and the CAS then fails: nothing is lost.
 func (s *session) followMove(ctx context.Context, cur cursor, revAt, wrong remote.Addr) error {
-	last, h, err := s.lastSuccessor(ctx, cur.node)
+	last, err := s.lastSuccessor(ctx, cur.node)
 	if err != nil {
 		return err
 	}
-	to := last.Add(uint64(cur.addr - cur.node))
-	if last != cur.node && s.t.indexed(h.nodeType()) {
-		to = nodeSlotAddr(last, int(cur.sl.partial()))
-	}
-	_, err = s.c.CAS(ctx, revAt, uint64(wrong), uint64(to))
+	_, err = s.c.CAS(ctx, revAt, uint64(wrong), uint64(last.Add(uint64(cur.addr-cur.node))))
 	return err
 }
 
 // lastSuccessor follows the forwards from the node at node, waiting for
 // each move to finish, to the node that replaced it last (node itself if
-// it never moved), and returns it with its header. A node moves at most
-// maxMoves times.
-func (s *session) lastSuccessor(ctx context.Context, node remote.Addr) (remote.Addr, header, error) {
+// it never moved). A node moves at most maxMoves times.
+func (s *session) lastSuccessor(ctx context.Context, node remote.Addr) (remote.Addr, error) {
 	for range maxMoves + 1 {
 		if err := s.awaitMove(ctx, node); err != nil {
-			return node, 0, err
+			return node, err
 		}
 		hw, err := s.readWord(ctx, node.Add(nodeHeaderOff))
 		if err != nil || !header(hw).isForwarded() {
-			return node, header(hw), err
+			return node, err
 		}
 		node = header(hw).successor()
 	}
-	return node, 0, nil
+	return node, nil
 }
 
 // awaitMove waits while the node at node is moving (its reverse pointer
@@ -573,7 +522,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 		return true, false, nil
 	}
 	rev &^= revMoving
-	mv := moving{node: node, typ: typ, h: h, indexed: s.t.indexed(typ.grown())}
+	mv := moving{node: node, typ: typ, h: h}
 	if mv.slots, err = s.freeze(ctx, node, snap); err != nil {
 		return true, false, err
 	}
@@ -612,14 +561,11 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 
 // unfinishedMove checks a reverse pointer rev that does not name cur's
 // slot for a move that left the child behind: rev is a frozen slot naming
-// the child, and the node behind it was forwarded, directly or through
-// later moves, to the node holding cur's slot (its mover died before M4,
-// or a leaf split put the pointer back after M4). A move keeps a child's
-// slot index, except into an indexed NODE_256 (Tree.indexed), which holds
-// it at its partial key: the node behind rev is at cur's slot index, or,
-// if cur's node is such a NODE_256, at any index of the NODE_64 it moved
-// from. If so it waits for those moves (repairing them after a lease),
-// moves the pointer to cur's slot itself, and reports true.
+// the child, and the node at the same slot index behind it was forwarded,
+// directly or through later moves, to the node holding cur's slot (its
+// mover died before M4, or a leaf split put the pointer back after M4).
+// If so it waits for those moves (repairing them after a lease), moves the
+// pointer to cur's slot itself, and reports true.
 func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Addr) (bool, error) {
 	rev &^= revMoving
 	if s.t.opts.PaperNodes || cur.node == 0 || rev == cur.addr || rev == 0 {
@@ -631,25 +577,34 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 	if err != nil || !slot(w).isFrozen() || slot(w).addr() != cur.sl.addr() {
 		return false, err
 	}
-	chain, hops, err := s.chainTo(ctx, rev, uint64(cur.addr-cur.node), cur.node)
-	if err == nil && hops < 0 && slot(w).partial() == cur.sl.partial() {
-		// Not at cur's index: at another, if cur's node is an indexed
-		// NODE_256 (a rare path: up to one read per index tried). A move
-		// keeps the partial key, so a frozen slot with another is not the
-		// child's old slot in a node that moved to cur's (it is one in a
-		// node below cur's slot, reached through a stale snapshot).
-		var hw uint64
-		if hw, err = s.readWord(ctx, cur.node.Add(nodeHeaderOff)); err != nil || header(hw).isForwarded() || !s.t.indexed(header(hw).nodeType()) {
+	idx := uint64(cur.addr - cur.node)
+	if rev.Offset() < idx+uint64(addrAlign) {
+		return false, nil
+	}
+	// The node behind rev at cur's index, if the slot at rev is at that
+	// index: follow its forwards, reading only, and act (wait, repair) only
+	// on a chain that really leads to cur's node. Behind a slot at another
+	// index lies some other word, which must never be taken for a node.
+	// Nodes are 16-byte aligned, so a slot at an index of the other parity
+	// gives away a base that is not; one that is, or a word that reads as a
+	// forward, must still name a node of the pool before anything reads it.
+	old := remote.Addr(uint64(rev) - idx)
+	if !s.t.mayBeNode(old) {
+		return false, nil
+	}
+	var chain [maxMoves + 1]remote.Addr // the nodes forwarded on the way
+	hops := 0
+	for n := old; n != cur.node; hops++ {
+		if hops == len(chain) {
+			return false, nil
+		}
+		chain[hops] = n
+		if w, err = s.readWord(ctx, n.Add(nodeHeaderOff)); err != nil || !header(w).isForwarded() {
 			return false, err
 		}
-		for k := range node64.capacity() {
-			if chain, hops, err = s.chainTo(ctx, rev, uint64(nodeSlotsOff+8*k), cur.node); err != nil || hops >= 0 {
-				break
-			}
+		if n = header(w).successor(); !s.t.mayBeNode(n) {
+			return false, nil
 		}
-	}
-	if err != nil || hops < 0 {
-		return false, err
 	}
 	// A forward is set once: the chain stays; wait for (or repair) the
 	// moves along it.
@@ -663,37 +618,4 @@ func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Add
 	// it. From the frozen slot only, so nothing else is overwritten.
 	_, err = s.c.CAS(ctx, cur.sl.addr().Add(leafRevOff), uint64(rev), uint64(cur.addr))
 	return true, err
-}
-
-// chainTo looks for the node whose slot at offset off is rev and whose
-// forwards lead to target: the node behind rev, if rev's slot is at that
-// offset, followed forward, reading only. It returns the nodes forwarded
-// on the way and how many (-1 if rev's node at that offset is not one that
-// leads to target). Behind a slot at another offset lies some other word,
-// which must never be taken for a node: nodes are 16-byte aligned, so an
-// offset of the other parity gives away a base that is not; one that is,
-// or a word that reads as a forward, must still name a node of the pool
-// before anything reads it.
-func (s *session) chainTo(ctx context.Context, rev remote.Addr, off uint64, target remote.Addr) (chain [maxMoves + 1]remote.Addr, hops int, err error) {
-	if rev.Offset() < off+uint64(addrAlign) {
-		return chain, -1, nil
-	}
-	n := remote.Addr(uint64(rev) - off)
-	if !s.t.mayBeNode(n) {
-		return chain, -1, nil
-	}
-	for ; n != target; hops++ {
-		if hops == len(chain) {
-			return chain, -1, nil
-		}
-		chain[hops] = n
-		w, err := s.readWord(ctx, n.Add(nodeHeaderOff))
-		if err != nil || !header(w).isForwarded() {
-			return chain, -1, err
-		}
-		if n = header(w).successor(); !s.t.mayBeNode(n) {
-			return chain, -1, nil
-		}
-	}
-	return chain, hops, nil
 }

@@ -81,23 +81,14 @@ func (s *session) insertCached(ctx context.Context, cur cursor, key []byte) (boo
 		return false, cur, nil
 	}
 	b, j := s.enc[sn.plen], len(sn.words)
-	indexed := s.t.indexed(cur.sl.nodeType())
-	switch {
-	case indexed:
-		// The key's byte has its own slot, empty in the snapshot (a
-		// NODE_256 never moves, and Lookup would have started there).
-		if j = int(b); j < len(sn.words) && sn.words[j] != 0 {
-			return false, cur, nil
-		}
-	case j >= cur.sl.nodeType().capacity():
-		// A node by size class has its slot's type for life (it moves to
-		// grow): j must be inside it. A full node moves on the normal path.
+	// A node by size class has its slot's type for life (it moves to
+	// grow): j must be inside it. A full node moves on the normal path.
+	if j >= cur.sl.nodeType().capacity() {
 		return false, cur, nil
-	default:
-		for _, w := range sn.words {
-			if sl := slot(w); sl.isEmpty() || sl.isFrozen() || sl.partial() == b {
-				return false, cur, nil
-			}
+	}
+	for _, w := range sn.words {
+		if sl := slot(w); sl.isEmpty() || sl.isFrozen() || sl.partial() == b {
+			return false, cur, nil
 		}
 	}
 	node, value := cur.sl.addr(), s.value()
@@ -117,7 +108,7 @@ func (s *session) insertCached(ctx context.Context, cur cursor, key []byte) (boo
 	if got.isEmpty() {
 		s.t.cstats.cachedInserts.Add(1)
 		s.t.odds.record(true)
-		s.cacheInserted(sn, j, want, indexed)
+		s.cacheInserted(sn, j, want)
 		return true, cur, nil
 	}
 	s.dropUnlinked(la, class)
@@ -132,13 +123,12 @@ func (s *session) insertCached(ctx context.Context, cur cursor, key []byte) (boo
 }
 
 // cacheInserted adds word, just CASed into slot j of the node sn is a
-// snapshot of, to the cache's copy if that still ends right before slot j
-// (in an indexed node, if the copy has slot j empty), so that the next
-// operation on the key starts at the new slot. The copy keeps the entry's
-// epoch stamp: its other words are as old as before (a leaf born since
-// then is checked again when reached, I8).
-func (s *session) cacheInserted(sn snapshot, j int, word slot, indexed bool) {
-	if indexed && j < len(sn.words) && sn.words[j] != 0 || !indexed && len(sn.words) != j {
+// snapshot of, to the cache's copy if that still ends right before slot j,
+// so that the next operation on the key starts at the new slot. The copy
+// keeps the entry's epoch stamp: its other words are as old as before
+// (a leaf born since then is checked again when reached, I8).
+func (s *session) cacheInserted(sn snapshot, j int, word slot) {
+	if len(sn.words) != j {
 		return
 	}
 	if sn.child < 0 {
@@ -152,11 +142,7 @@ func (s *session) cacheInserted(sn snapshot, j int, word slot, indexed bool) {
 	}
 	prefix := s.enc[:sn.plen-1]
 	if cur, ok := s.t.cache.Get(prefix); ok && cur == sn.entry {
-		words := append(s.slotWords[:0], sn.words...)
-		for len(words) <= j {
-			words = append(words, 0)
-		}
-		words[j] = uint64(word)
+		words := append(append(s.slotWords[:0], sn.words...), uint64(word))
 		if c := sn.entry.WithChild(sn.child, sn.entry.Slots()[sn.child], words); c != nil {
 			s.t.cache.Insert(prefix, c)
 		}

@@ -133,14 +133,6 @@ func (t nodeType) capacity() int { return 1 << (t + 1) }
 // readBytes is how much of a node of type t one READ fetches.
 func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
 
-// indexed reports whether a node of type typ holds the child of partial
-// key b in its slot b (format SMARTv6: a NODE_256 allocated by size
-// class), rather than in the first slot that was empty when the child came
-// (every other node, and a NODE_256 of Options.PaperNodes, which switches
-// type in place). A scan then reads only the slots of its range
-// (docs/smart-node-growth.md, "The move into a NODE_256: an indexed node").
-func (t *Tree) indexed(typ nodeType) bool { return typ == node256 && !t.opts.PaperNodes }
-
 // grown is the type a full node of type t moves to: NODE_2 → NODE_4 →
 // NODE_16 → NODE_32 → NODE_64 → NODE_256. NODE_4 and the largest grow
 // fourfold, so a node moves at most maxMoves times in its life (one that

@@ -67,7 +67,7 @@ func TestOpenOldFormat(t *testing.T) {
 	for _, old := range []struct {
 		name  string
 		magic uint64
-	}{{"SMARTv1", formatMagicV1}, {"SMARTv2", formatMagicV2}, {"SMARTv3", formatMagicV3}, {"SMARTv4", formatMagicV4}, {"SMARTv5", formatMagicV5}} {
+	}{{"SMARTv1", formatMagicV1}, {"SMARTv2", formatMagicV2}, {"SMARTv3", formatMagicV3}, {"SMARTv4", formatMagicV4}} {
 		t.Run(old.name, func(t *testing.T) {
 			ctx := context.Background()
 			p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 1 << 20})

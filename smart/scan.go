@@ -169,10 +169,7 @@ type entry struct {
 	snap             bool // cur.sl comes from the cache's snapshot of its node (fromCache)
 	// inside: every key under the slot lies in the scan's range, so a
 	// leaf there needs no comparison with its bounds (insideBounds).
-	inside bool
-	// whole: read the whole node, not the part of an indexed NODE_256's
-	// slots its range needs (part): the cache holds no snapshot of it.
-	whole   bool
+	inside  bool
 	retries int16
 	// The children of the node cur names that are not in the frontier
 	// yet: the node's slots as read are at spill-1 in the scanner's spill
@@ -445,7 +442,6 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 func (sc *scanner) round(ctx context.Context) error {
 	s := sc.s
 	n, total, low := 0, 0, len(sc.front)
-	room := 0  // the bytes of sc.buf the entries read take (readBytes)
 	ahead := 0 // with a limit: the pairs the entries before i are expected to yield
 	for i := len(sc.front) - 1; i >= 0; i-- {
 		e := &sc.front[i]
@@ -461,12 +457,8 @@ func (sc *scanner) round(ctx context.Context) error {
 		k := 0
 		if e.spill > 0 {
 			k = sc.expand(i)
-		} else if !e.cur.sl.isLeaf() && e.cur.sl.nodeType() == node256 {
-			if sc.noCache {
-				e.whole = true
-			} else {
-				k = sc.fromCache(i)
-			}
+		} else if !sc.noCache && !e.cur.sl.isLeaf() && e.cur.sl.nodeType() == node256 {
+			k = sc.fromCache(i)
 		}
 		if k > 0 {
 			// The entries selected so far move up by what replaced entry i.
@@ -474,17 +466,16 @@ func (sc *scanner) round(ctx context.Context) error {
 			i += k
 			continue
 		}
-		m, r := sc.readBytes(e)
+		m := readSize(e.cur.sl)
 		if n > 0 && total+m > sc.budget {
 			break
 		}
 		n++
 		total += m
-		room += r
 		low = i
 		ahead += expectedPairs(e.cur.sl)
 	}
-	ops := sc.layout(low, room)
+	ops := sc.layout(low, total)
 	if err := s.do(ctx, ops); err != nil {
 		return err
 	}
@@ -500,8 +491,7 @@ func (sc *scanner) round(ctx context.Context) error {
 		var err error
 		if !e.ready && !e.cur.sl.isLeaf() {
 			off := sc.offs[i-low]
-			_, r := sc.readBytes(e)
-			next, err = sc.node(ctx, next, e, sc.buf[off:off+r])
+			next, err = sc.node(ctx, next, e, sc.buf[off:off+readSize(e.cur.sl)])
 			inPlace = false
 		} else {
 			keep := true
@@ -541,22 +531,14 @@ func (sc *scanner) round(ctx context.Context) error {
 // lock words and the leaves of nodes that this round does not resolve
 // yet). Each leaf of a run is then checked as any other leaf read (I7),
 // from its own bytes; what the READ brings between them is not looked at.
-func (sc *scanner) layout(low, room int) []remote.Op {
+func (sc *scanner) layout(low, total int) []remote.Op {
 	ops := sc.s.batch()
 	sc.offs = slices.Grow(sc.offs[:0], len(sc.front)-low)[:len(sc.front)-low]
-	sc.buf = grow(sc.buf, room+(8+scanRunGap)*len(sc.offs)) // room for what runs read between leaves
+	sc.buf = grow(sc.buf, total+(8+scanRunGap)*len(sc.offs)) // room for what runs read between leaves
 	off := 0
 	for i := len(sc.front) - 1; i >= low; i-- {
 		e := &sc.front[i]
 		if e.ready {
-			continue
-		}
-		if lo, hi, ok := sc.part(e); ok {
-			// The slots lo to hi, at their offsets in the node.
-			from, end := nodeSlotsOff+8*lo, nodeSlotsOff+8*(hi+1)
-			ops = append(ops, remote.Read(e.cur.sl.addr().Add(uint64(from)), sc.buf[off+from:off+end]))
-			sc.offs[i-low] = off
-			off += end
 			continue
 		}
 		// The entries from i down to j+1 are read by one READ of [from,
@@ -624,55 +606,6 @@ func expectedPairs(sl slot) int {
 		return (t - 1).capacity() + 1
 	}
 	return 2
-}
-
-// part returns the slots a round reads of the node entry e names when it
-// reads only a part of them, lo to hi, and ok: for an indexed NODE_256
-// (Tree.indexed), whose slot b holds partial key b, the range's partial
-// keys at the node (entryBounds), the first max(want, window, scanPartMin)
-// of them in scan order, without the header; the rest of the range, if
-// any, goes back to the frontier narrowed (entry.cut) when the node is
-// resolved. Only a node that the cache holds a snapshot of, under the
-// prefix its slot implies, is read in part (entry.whole): it has no
-// compressed path and never will (as for fromCache), so the bounds need
-// none, and its header has nothing to tell (a NODE_256 never moves, and a
-// header split needs a compressed path); and remember caches a node read
-// whole for the scans after. A scan that restarted, which does not use the
-// cache, reads whole nodes. layout, the round's budget and node all call
-// it for the same entry within a round, and get the same part.
-func (sc *scanner) part(e *entry) (lo, hi int, ok bool) {
-	if e.cur.sl.isLeaf() || e.whole || !sc.s.t.indexed(e.cur.sl.nodeType()) {
-		return 0, 0, false
-	}
-	sc.tmp = append(sc.tmp[:0], sc.path(e)...)
-	if !e.root {
-		sc.tmp = append(sc.tmp, e.cur.sl.partial())
-	}
-	first, last := sc.entryBounds(e, sc.tmp)
-	if first > last {
-		return 0, 0, false
-	}
-	k := max(sc.want(), sc.window, scanPartMin)
-	if sc.desc {
-		return max(first, last-k+1), last, true
-	}
-	return first, min(last, first+k-1), true
-}
-
-// scanPartMin is the fewest slots a round reads of an indexed NODE_256
-// (part).
-const scanPartMin = 16
-
-// readBytes returns how many bytes a round reads for the frontier entry e,
-// and how many of the scanner's buffer the read takes: the node's or leaf's
-// read size, or for a part of an indexed NODE_256 (part) its slots,
-// placed at their offsets in the node.
-func (sc *scanner) readBytes(e *entry) (n, room int) {
-	if lo, hi, ok := sc.part(e); ok {
-		return 8 * (hi - lo + 1), nodeSlotsOff + 8*(hi+1)
-	}
-	n = readSize(e.cur.sl)
-	return n, n
 }
 
 // readSize is how many bytes a scan reads for the child of sl.
@@ -757,32 +690,26 @@ const maxScanRetries = 1 << 12
 // range take its place, appended to next in reverse scan order (the
 // frontier's stack order).
 func (sc *scanner) node(ctx context.Context, next []entry, e *entry, buf []byte) ([]entry, error) {
-	// A part of an indexed NODE_256 is read without its header (part).
-	lo, hi, partial := sc.part(e)
-	var h header
-	skip := 0
-	if !partial {
-		h = header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
-		if h.isForwarded() {
-			if e.snap {
-				return sc.refresh(ctx, next, e)
-			}
-			return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
+	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
+	if h.isForwarded() {
+		if e.snap {
+			return sc.refresh(ctx, next, e)
 		}
-		depth := int(e.pathLen) + 1
-		if e.root {
-			depth = 0
-		}
-		skip = depth - h.depth()
-		if t := h.nodeType(); t > e.cur.sl.nodeType() && t <= node256 {
-			// The node switched type: read it again in full next round.
-			e.cur.sl = e.cur.sl.withType(t)
-			return sc.again(next, e)
-		}
-		if h.depth() > depth || skip > h.prefixLen() || h == 0 {
-			// A header split moved the node: re-read the slot.
-			return sc.reread(ctx, next, e)
-		}
+		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
+	}
+	depth := int(e.pathLen) + 1
+	if e.root {
+		depth = 0
+	}
+	skip := depth - h.depth()
+	if t := h.nodeType(); t > e.cur.sl.nodeType() && t <= node256 {
+		// The node switched type: read it again in full next round.
+		e.cur.sl = e.cur.sl.withType(t)
+		return sc.again(next, e)
+	}
+	if h.depth() > depth || skip > h.prefixLen() || h == 0 {
+		// A header split moved the node: re-read the slot.
+		return sc.reread(ctx, next, e)
 	}
 	sc.tmp = append(sc.tmp[:0], sc.path(e)...)
 	if !e.root {
@@ -794,40 +721,18 @@ func (sc *scanner) node(ctx context.Context, next []entry, e *entry, buf []byte)
 	if !sc.overlaps(sc.tmp) {
 		return next, nil
 	}
+	slots := buf[nodeSlotsOff : nodeSlotsOff+8*e.cur.sl.nodeType().capacity()]
 	first, last := sc.entryBounds(e, sc.tmp)
 	var order [256]uint8
-	var slots []byte
-	var n int
-	var frozen bool
-	if partial {
-		slots = buf[nodeSlotsOff : nodeSlotsOff+8*(hi+1)] // lo to hi read
-		n, frozen = indexedOrder(slots, lo, hi, sc.desc, &order)
-	} else {
-		slots = buf[nodeSlotsOff : nodeSlotsOff+8*e.cur.sl.nodeType().capacity()]
-		n, frozen = childOrder(slots, first, last, sc.desc, &order)
-	}
+	n, frozen := childOrder(slots, first, last, sc.desc, &order)
 	if frozen {
 		if e.snap {
 			return sc.refresh(ctx, next, e)
 		}
 		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
 	}
-	if partial {
-		sc.rememberPart(sc.tmp, e.cur, slots, lo, hi)
-	}
-	switch {
-	case !partial && e.cur.sl.nodeType() == node256 && h.prefixLen() == 0:
+	if e.cur.sl.nodeType() == node256 && h.prefixLen() == 0 {
 		sc.remember(sc.tmp, e.cur, slots)
-	case partial && !sc.desc && hi < last:
-		// The rest of the range, after the part read, goes below the
-		// children (entry.cut: from partial key hi+1 on).
-		r := *e
-		r.cut = uint16(hi+1) + 1
-		next = append(next, r)
-	case partial && sc.desc && lo > first:
-		r := *e
-		r.cut = uint16(lo-1) + 1
-		next = append(next, r)
 	}
 	rest := entry{cur: e.cur}
 	sc.setPath(&rest, sc.tmp) // shared by the children's entries
@@ -856,37 +761,6 @@ func (sc *scanner) remember(prefix []byte, cur cursor, slots []byte) {
 	s.cacheNode(prefix, cur.sl.addr(), words, cur.level)
 }
 
-// rememberPart is remember for the part of an indexed NODE_256 a scan
-// read, slots lo to hi (part): it updates the cache's snapshot of the node,
-// which a scan reads a part of only if the cache holds one, with the
-// slots read, if any of them differs.
-func (sc *scanner) rememberPart(prefix []byte, cur cursor, slots []byte, lo, hi int) {
-	c, ok := sc.s.t.cache.Get(prefix)
-	if !ok || remote.Addr(c.Addr) != cur.sl.addr() {
-		return
-	}
-	old := c.Slots()
-	same := true
-	for b := lo; b <= hi && same; b++ {
-		w := binary.LittleEndian.Uint64(slots[8*b:])
-		same = b < len(old) && old[b] == w || b >= len(old) && w == 0
-	}
-	if same {
-		return
-	}
-	words := append(sc.s.slotWords[:0], old...)
-	for len(words) <= hi {
-		words = append(words, 0)
-	}
-	for b := lo; b <= hi; b++ {
-		words[b] = binary.LittleEndian.Uint64(slots[8*b:])
-	}
-	for len(words) > 0 && words[len(words)-1] == 0 {
-		words = words[:len(words)-1]
-	}
-	sc.s.cacheNode(prefix, cur.sl.addr(), words, cur.level)
-}
-
 // fromCache replaces the frontier's entry i, the slot of a NODE_256, by the
 // node's children as the compute node's cache last saw them, without
 // reading the node, when the snapshot is sure to name every child the
@@ -912,12 +786,7 @@ func (sc *scanner) fromCache(i int) int {
 		sc.tmp = append(sc.tmp, e.cur.sl.partial())
 	}
 	c, ok := sc.s.t.cache.Get(sc.tmp)
-	if !ok || remote.Addr(c.Addr) != e.cur.sl.addr() {
-		// Read the whole node, which caches it (remember), not a part.
-		sc.front[i].whole = true
-		return 0
-	}
-	if !sc.overlaps(sc.tmp) {
+	if !ok || remote.Addr(c.Addr) != e.cur.sl.addr() || !sc.overlaps(sc.tmp) {
 		return 0
 	}
 	first, last := sc.entryBounds(&e, sc.tmp)
@@ -1150,28 +1019,6 @@ func childOrder(slots []byte, first, last int, desc bool, order *[256]uint8) (n 
 	return n, false
 }
 
-// indexedOrder is childOrder for slots lo to hi of an indexed NODE_256
-// (Tree.indexed: slot b holds partial key b), read into slots at their
-// offsets: it puts the indexes of those holding a child into order in scan
-// order.
-func indexedOrder(slots []byte, lo, hi int, desc bool, order *[256]uint8) (n int, frozen bool) {
-	for j := range max(hi-lo+1, 0) {
-		b := lo + j
-		if desc {
-			b = hi - j
-		}
-		sl := slot(binary.LittleEndian.Uint64(slots[8*b:]))
-		if sl.isFrozen() {
-			return 0, true
-		}
-		if sl.isChild() {
-			order[n] = uint8(b)
-			n++
-		}
-	}
-	return n, false
-}
-
 // children appends to next, in reverse scan order (the frontier's stack
 // order), the entries of the first sc.window of the children order names
 // (slot indexes in scan order) among the slots of rest's node as read; if
@@ -1185,12 +1032,8 @@ func (sc *scanner) children(next []entry, rest entry, slots []byte, order []uint
 	n := min(len(order), sc.window)
 	if n < len(order) {
 		if rest.spill == 0 {
-			// The node's slots as read, as many as its type has (a part
-			// of an indexed NODE_256 read ends before), then order.
 			rest.spill = int32(len(sc.spill)) + 1
-			at, c := len(sc.spill), 8*rest.cur.sl.nodeType().capacity()
-			sc.spill = slices.Grow(sc.spill, c+len(order))[:at+c]
-			clear(sc.spill[at+copy(sc.spill[at:], slots):])
+			sc.spill = append(sc.spill, slots...)
 			sc.spill = append(sc.spill, order...)
 			rest.took = 0
 		}

@@ -59,9 +59,6 @@ func nodeSlotAddr(node remote.Addr, i int) remote.Addr {
 func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
 	n := &s.node
 	b := s.enc[d.pos]
-	if s.t.indexed(n.typ) {
-		return s.insertIndexed(ctx, d, key, value)
-	}
 	limit := 256
 	if !s.t.opts.PaperNodes {
 		// By size class a node holds its type's slots: a full one moves.
@@ -95,7 +92,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 		got := slot(ops[len(ops)-1].Old)
 		if got.isEmpty() {
 			if sn, ok := s.snapshotOf(d.pos, n.addr); ok {
-				s.cacheInserted(sn, j, want, false)
+				s.cacheInserted(sn, j, want)
 			}
 			if j >= n.h.nodeType().capacity() {
 				return true, d.cur, s.raiseType(context.WithoutCancel(ctx), d.cur, n.addr, n.h, typeFor(j))
@@ -125,39 +122,6 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 		return false, d.cur, nil
 	}
 	return false, d.cur, corruptf("node %v has no free slot for partial key %#02x", n.addr, b)
-}
-
-// insertIndexed is the normal insert into an indexed NODE_256
-// (Tree.indexed), whose slot b is the key's byte b's: W(leaf), then
-// CAS(slot b: empty → leaf). Slots never return to empty and keep their
-// partial key (I1), so a failed CAS finds the key's byte there: follow it.
-func (s *session) insertIndexed(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
-	n := &s.node
-	b := s.enc[d.pos]
-	class := s.t.lf.classOf(key, value)
-	la, err := s.allocLeaf(ctx, n.addr.MN(), class)
-	if err != nil {
-		return false, d.cur, err
-	}
-	j := int(b)
-	s.img = s.t.lf.image(s.img, n.slotAddr(j), key, value, class, s.t.epoch())
-	want := leafSlot(b, class, la)
-	ops, err := s.link(ctx, append(s.batch(), remote.Write(la, s.img)), remote.CAS(n.slotAddr(j), 0, uint64(want)))
-	if err != nil {
-		return false, d.cur, err
-	}
-	got := slot(ops[len(ops)-1].Old)
-	if got.isEmpty() {
-		if sn, ok := s.snapshotOf(d.pos, n.addr); ok {
-			s.cacheInserted(sn, j, want, true)
-		}
-		return true, d.cur, nil
-	}
-	s.dropUnlinked(la, class)
-	if got.isFrozen() || got.partial() != b {
-		return false, d.cur, corruptf("slot %d of NODE_256 %v holds %v", j, n.addr, got)
-	}
-	return false, cursor{addr: n.slotAddr(j), sl: got, depth: d.pos + 1, level: d.cur.level + 1, node: n.addr}, nil
 }
 
 // raiseType records a node type switch: the header's type must cover the

@@ -64,12 +64,11 @@ var _ Index = (*Tree)(nil)
 // inserter WRITEs a slot that lock-free inserters CAS) cannot open one tree.
 const (
 	regionBytes           = 64
-	formatMagic           = 0x3676_5452_414d_53 // "SMARTv6": NODE_256 indexed by partial key
+	formatMagic           = 0x3576_5452_414d_53 // "SMARTv5": NODE_2 under sparse nodes
 	formatMagicV1         = 0x3176_5452_414d_53 // "SMARTv1", not readable
 	formatMagicV2         = 0x3276_5452_414d_53 // "SMARTv2", not readable
 	formatMagicV3         = 0x3376_5452_414d_53 // "SMARTv3", not readable
 	formatMagicV4         = 0x3476_5452_414d_53 // "SMARTv4", not readable
-	formatMagicV5         = 0x3576_5452_414d_53 // "SMARTv5", not readable
 	formatMagicMask       = 1<<56 - 1
 	variantLockedInternal = 1 << 56
 	variantReclaim        = 1 << 57
@@ -183,7 +182,6 @@ var oldFormats = map[uint64]string{
 	formatMagicV2: "SMARTv2, the leaf checksum after the meta word",
 	formatMagicV3: "SMARTv3, 16-byte leaf classes and a checksum word",
 	formatMagicV4: "SMARTv4, no NODE_2",
-	formatMagicV5: "SMARTv5, NODE_256 slots in insertion order",
 }
 
 // initRoot creates the root node if the tree is new. The root is an
@@ -238,13 +236,12 @@ func (t *Tree) nodeAlloc(typ nodeType) int {
 }
 
 // mayBeNode reports whether a could be the address of an internal node of
-// the tree: 16-byte aligned, on one of the pool's memory nodes, past its
-// reserved first bytes, with room for a node's header below the memory
-// node's end. unfinishedMove checks addresses it derives from words that
-// may not be what it hopes.
+// the tree: 16-byte aligned, on one of the pool's memory nodes, with room
+// for a node's header below the memory node's end. unfinishedMove checks
+// addresses it derives from words that may not be what it hopes.
 func (t *Tree) mayBeNode(a remote.Addr) bool {
-	return !a.IsNil() && !a.IsOnChip() && a.MN() < t.cn.Pool().MemoryNodes() && a.Offset()%addrAlign == 0 &&
-		a.Offset() >= remote.ReservedBytes && int64(a.Offset())+nodeHeaderBytes <= t.nodeBytes
+	return !a.IsNil() && a.MN() < t.cn.Pool().MemoryNodes() && a.Offset()%addrAlign == 0 &&
+		int64(a.Offset())+nodeHeaderBytes <= t.nodeBytes
 }
 
 // nodeReadBytes is how much of the node sl names a walk of the whole

@@ -107,9 +107,6 @@ func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
 		if used[sl.partial()] {
 			return corruptf("I2: node %v: partial key %#02x in two slots", a, sl.partial())
 		}
-		if v.s.t.indexed(h.nodeType()) && int(sl.partial()) != i {
-			return corruptf("I2: node %v: an indexed NODE_256 holds partial key %#02x in slot %d", a, sl.partial(), i)
-		}
 		used[sl.partial()] = true
 		order[sl.partial()] = i
 		n++
