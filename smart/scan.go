@@ -488,27 +488,27 @@ func (sc *scanner) round(ctx context.Context) error {
 	inPlace := true // no node resolved yet: the results so far are front[low:w]
 	for i := low; i < len(sc.front); i++ {
 		e := &sc.front[i]
+		keep := true // e stays, resolved in place (a node's results are in next)
 		var err error
-		if !e.ready && !e.cur.sl.isLeaf() {
+		if !e.ready {
 			off := sc.offs[i-low]
-			next, err = sc.node(ctx, next, e, sc.buf[off:off+readSize(e.cur.sl)])
-			inPlace = false
-		} else {
-			keep := true
-			if !e.ready {
-				off := sc.offs[i-low]
-				keep, err = sc.leaf(ctx, e, sc.buf[off:off+readSize(e.cur.sl)])
+			buf := sc.buf[off : off+readSize(e.cur.sl)]
+			if e.cur.sl.isLeaf() {
+				keep, err = sc.leaf(ctx, e, buf)
+			} else {
+				next, err = sc.node(ctx, next, e, buf)
+				keep, inPlace = false, false
 			}
-			switch {
-			case !keep:
-			case inPlace:
-				if w != i {
-					sc.front[w] = *e
-				}
-				w++
-			default:
-				next = append(next, *e)
+		}
+		switch {
+		case !keep:
+		case inPlace:
+			if w != i {
+				sc.front[w] = *e
 			}
+			w++
+		default:
+			next = append(next, *e)
 		}
 		if err != nil {
 			sc.next = next[:0]
@@ -1122,15 +1122,10 @@ func (sc *scanner) entryBounds(e *entry, path []byte) (first, last int) {
 // limits them by its next byte, and the upper one excludes that byte too
 // when it ends right after it (path+b then starts every key ≥ ehi).
 func (sc *scanner) childBounds(path []byte) (first, last int) {
-	first, last = 0, 255
-	if n := len(path); len(sc.elo) > n && bytes.Equal(path, sc.elo[:n]) {
-		first = int(sc.elo[n])
-	}
-	if n := len(path); sc.ehi != nil && len(sc.ehi) > n && bytes.Equal(path, sc.ehi[:n]) {
-		last = int(sc.ehi[n])
-		if len(sc.ehi) == n+1 {
-			last--
-		}
+	above, below := sc.insideBounds(path)
+	first, last = max(above, 0), min(below, 255)
+	if below < 256 && len(sc.ehi) == len(path)+1 {
+		last--
 	}
 	return first, last
 }

@@ -202,14 +202,7 @@ func TestScanFromCache(t *testing.T) {
 		}
 		scan := func(x *Tree, lo []byte, n int) uint64 {
 			t.Helper()
-			var w [][]byte
-			for _, k := range keys {
-				if bytes.Compare(k, lo) >= 0 {
-					w = append(w, k)
-				}
-			}
-			slices.SortFunc(w, bytes.Compare)
-			w = w[:min(n, len(w))]
+			w := scanOracle(keys, lo, nil, n, false)
 			before := x.cn.Stats().RoundTrips
 			var got [][]byte
 			for kv, err := range x.Scan(ctx, lo, nil) {
