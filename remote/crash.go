@@ -88,7 +88,7 @@ func (p *Pool) InjectCrashes(rate float64, seed uint64) uint64 {
 	p.crash.rate = rate
 	if rate > 0 {
 		p.crash.rng = rand.New(rand.NewPCG(seed, 0x637261736873))
-		p.crash.next = p.Now() + p.crash.interval()
+		p.crash.next = p.Now() + expInterval(p.crash.rng, rate)
 	}
 	p.crash.on.Store(rate > 0)
 	return p.crash.count.Load()
@@ -107,27 +107,32 @@ type crashSchedule struct {
 	next  time.Duration
 }
 
-// interval draws the time to the next crash (exponential, mean 1/rate).
-// Called with mu held.
-func (s *crashSchedule) interval() time.Duration {
-	d := -math.Log(1-s.rng.Float64()) / s.rate * float64(time.Second)
+// expInterval draws the time to the next event of a Poisson process of rate
+// events per second (exponential, mean 1/rate, at least 1 ns).
+func expInterval(rng *rand.Rand, rate float64) time.Duration {
+	d := -math.Log(1-rng.Float64()) / rate * float64(time.Second)
 	return time.Duration(max(d, 1))
 }
 
 // faulted reports whether a batch of c may be hit by a fault: c crashed, a
-// fault armed on it or its compute node, or random injection on.
+// fault armed on it or its compute node, or random injection (of crashes or
+// stalls) on.
 func (c *Client) faulted() bool {
-	return c.faulty.Load() || c.cn.armed.Load() || c.pool.crash.on.Load()
+	return c.faulty.Load() || c.cn.armed.Load() || c.pool.crash.on.Load() || c.pool.stall.on.Load()
 }
 
 // strike runs ops under c's fault state: it returns done = false if the
 // batch is to execute normally, and otherwise executes the prefix that
 // lands and returns ErrCrashed. The prefix is executed to completion, so
 // that what a crash leaves is in memory when the call returns (the stopped
-// client learns nothing of it).
+// client learns nothing of it). A stall that is due comes first; a batch
+// of DoBy that it makes late returns ErrLate.
 func (c *Client) strike(ctx context.Context, ops []Op) (done bool, err error) {
 	if c.fault.crashed.Load() {
 		return true, ErrCrashed
+	}
+	if c.pool.stall.on.Load() && c.stallIfDue() && c.by != 0 && c.Now() > c.by {
+		return true, ErrLate
 	}
 	if !c.fault.armed {
 		c.adoptFault(len(ops))
@@ -187,7 +192,7 @@ func (c *Client) adoptFault(n int) {
 	}
 	c.Crash(Fault{After: s.rng.IntN(n), Words: s.rng.IntN(8)})
 	for s.next <= now {
-		s.next += s.interval()
+		s.next += expInterval(s.rng, s.rate)
 	}
 }
 

@@ -24,6 +24,7 @@ type Pool struct {
 	cns []*ComputeNode
 
 	crash crashSchedule // InjectCrashes
+	stall stallSchedule // InjectStalls
 }
 
 // NewPool creates or connects to the memory nodes of cfg: fresh in-process

@@ -579,7 +579,8 @@ func TestHandOverReceiverCrash(t *testing.T) {
 // TestCrashBattery runs the module's crash batteries (indextest: every
 // fault point of each kind of write, random crashes under concurrency
 // against an oracle and porcupine, a compute node that goes silent holding
-// locks and is recovered by another after the lease) on Sherman with short
+// locks and is recovered by another after the lease, clients paused past
+// the lease at random) on Sherman with short
 // keys and small pages, so that the writes include splits.
 func TestCrashBattery(t *testing.T) {
 	const lease = time.Millisecond
@@ -593,6 +594,7 @@ func TestCrashBattery(t *testing.T) {
 			t.Run("points", func(t *testing.T) { indextest.RunCrashPoints(t, tg) })
 			t.Run("random", func(t *testing.T) { indextest.RunCrashRandom(t, tg) })
 			t.Run("silent", func(t *testing.T) { indextest.RunSilentNode(t, tg) })
+			t.Run("stalls", func(t *testing.T) { indextest.RunStalls(t, tg) })
 		})
 	}
 }

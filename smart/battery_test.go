@@ -116,6 +116,9 @@ func TestBatteryReclaim(t *testing.T) {
 			indextest.RunConcurrent(t, tg)
 			indextest.RunLinearizable(t, tg)
 			t.Run("sim", func(t *testing.T) { indextest.RunSim(t, tg) })
+			stg := tg
+			stg.Lease = 10 * 20 * time.Microsecond // the simulator's, ten intervals
+			t.Run("stalls", func(t *testing.T) { indextest.RunStalls(t, stg) })
 			var st index.Stats
 			for _, tr := range trees {
 				st = st.Add(tr.Stats())

@@ -10,8 +10,9 @@ import (
 
 // TestCrash runs the crash batteries (docs/recovery.md; invariant I9): every
 // fault point of each kind of write, random crashes under concurrency
-// against an oracle and porcupine, and a compute node that goes silent
-// holding locks, recovered by another after the lease.
+// against an oracle and porcupine, a compute node that goes silent holding
+// locks, recovered by another after the lease, and clients paused past the
+// lease at random (indextest.RunStalls).
 func TestCrash(t *testing.T) {
 	const lease = time.Millisecond
 	for name, opts := range map[string]smart.Options{
@@ -25,6 +26,12 @@ func TestCrash(t *testing.T) {
 			t.Run("points", func(t *testing.T) { indextest.RunCrashPoints(t, tg) })
 			t.Run("random", func(t *testing.T) { indextest.RunCrashRandom(t, tg) })
 			t.Run("silent", func(t *testing.T) { indextest.RunSilentNode(t, tg) })
+			t.Run("stalls", func(t *testing.T) {
+				if opts.LockedInternal {
+					t.Skip("the node locks of LockedInternal have no stale-writer check (docs/recovery.md, \"Stale writers\"): a holder paused past the lease writes a slot and releases a lock that a waiter took over")
+				}
+				indextest.RunStalls(t, tg)
+			})
 		})
 	}
 }

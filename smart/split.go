@@ -233,11 +233,10 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 
 // dropChain frees the nodes and the new leaf of a chain that was never
 // linked and that nothing points into any more (the old leaf's reverse
-// pointer moved on), while the session's staged pieces are still the
-// chain's: its nodes, then its leaf.
+// pointer moved on).
 func (s *session) dropChain(c chain) {
-	for i, p := range s.pieces[:c.n+1] {
-		_ = s.dropNode(p.at, c.nodeType(i), nil)
+	for i, a := range c.nodes {
+		_ = s.dropNode(a, c.nodeType(i), nil)
 	}
 	s.dropUnlinked(c.leaf, c.leafClass)
 }
@@ -331,6 +330,11 @@ type chain struct {
 	oldSlot, newSlot slot        // final's slots: the old leaf, the new one
 	leaf             remote.Addr // the new leaf
 	leafClass        int
+	// nodes are all the chain's nodes, first to final. The session's
+	// staged pieces hold them too, but only until something else is
+	// staged: a move that the split waits for and repairs (followMove)
+	// stages its successor there.
+	nodes []remote.Addr
 }
 
 // nodeType returns the type of the chain's node i (0: the first).
@@ -375,9 +379,10 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 		}
 		h := makeHeader(d, c.nodeType(i), e1[d:d+6])
 		s.stage(node, nodeImage(s.img, rev, h, nodeSlot(e1[d+6], c.rest, next)))
+		c.nodes = append(c.nodes, node)
 		node, rev, d = next, nodeSlotAddr(node, 0), d+7
 	}
-	c.first, c.final = first, node
+	c.first, c.final, c.nodes = first, node, append(c.nodes, node)
 	c.h = makeHeader(d, c.nodeType(c.n), e1[d:lcp])
 	c.oldSlot = leafSlot(e2[lcp], cur.sl.leafClass(), cur.sl.addr())
 	c.newSlot = leafSlot(e1[lcp], class, la)

@@ -129,15 +129,15 @@ func reportCrashRun(t *testing.T, out mixedRun, what string) bool {
 	return true
 }
 
-// crashRate returns the crash rate (per second of virtual time) meant to
-// stop about w.crashFrac of the workload's operations, given that the
-// preload of the stable keys, one Put after another, took d. The clients
-// share the memory nodes' NICs, so it counts at most 8 of them as running
-// at full speed (with more, each operation takes longer).
-func (w *workload) crashRate(d time.Duration) float64 {
+// rateFor returns the rate (per second of virtual time) of a fault meant to
+// hit about frac of the workload's operations, given that the preload of
+// the stable keys, one Put after another, took d. The clients share the
+// memory nodes' NICs, so it counts at most 8 of them as running at full
+// speed (with more, each operation takes longer).
+func (w *workload) rateFor(frac float64, d time.Duration) float64 {
 	perOp := max(d, time.Microsecond) / time.Duration(max(len(w.stables), 1))
 	clients := float64(min(len(w.idxs)*w.perCN, 8))
-	return w.crashFrac * clients / perOp.Seconds()
+	return frac * clients / perOp.Seconds()
 }
 
 // recoverAll runs Recover on every compute node's index, with no operation

@@ -32,6 +32,7 @@ func TestReferenceCrash(t *testing.T) {
 	t.Run("crashpoints", func(t *testing.T) { RunCrashPoints(t, tg) })
 	t.Run("crashrandom", func(t *testing.T) { RunCrashRandom(t, tg) })
 	t.Run("silent", func(t *testing.T) { RunSilentNode(t, tg) })
+	t.Run("stalls", func(t *testing.T) { RunStalls(t, tg) })
 }
 
 // TestReferenceFixedLengths runs the single-threaded batteries with fixed

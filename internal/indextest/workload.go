@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -127,7 +128,7 @@ type workload struct {
 	digest uint64
 	// crashFrac, if positive, injects crashes (Pool.InjectCrashes) while
 	// the workload runs, at a rate meant to stop about that share of the
-	// operations (see crashRate). An operation that returns an error
+	// operations (see rateFor). An operation that returns an error
 	// wrapping remote.ErrCrashed then has an unknown outcome, like one that
 	// fails with ErrContention, and the final check runs Recover on every
 	// compute node first (RunCrashRandom).
@@ -141,6 +142,13 @@ type workload struct {
 	// more than about 24 of them timed out (30 s) and proved nothing.
 	crashPool *remote.Pool
 	crashCap  uint64
+	// stallFrac, if positive, pauses clients for stallPause
+	// (Pool.InjectStalls) while the workload runs, at a rate meant to
+	// pause about that share of the operations, and no more than
+	// crashCapFactor times that many. A stall changes no outcome: every
+	// operation is still checked exactly.
+	stallFrac  float64
+	stallPause time.Duration
 }
 
 // wlResult is what one goroutine of the workload found.
@@ -622,6 +630,7 @@ type mixedRun struct {
 	contention int
 	crashed    int          // operations that returned remote.ErrCrashed
 	crashes    uint64       // crashes injected (remote.Pool.Crashes)
+	stalls     uint64       // stalls injected (remote.Pool.Stalls)
 	recovered  int          // locks that the final Recover calls recovered
 	idxStats   index.Stats  // the indexes' Stats summed, at the end (crash runs)
 	now        int64        // pool.Now() at the end
@@ -629,8 +638,8 @@ type mixedRun struct {
 	digest     uint64       // hash of the final full scan and of the history
 }
 
-// crashCapFactor sets the crash injection's cap (workload.crashCap) in
-// multiples of the crashes crashFrac asks for.
+// crashCapFactor sets the caps of crash and stall injection in multiples of
+// the faults workload.crashFrac and stallFrac ask for.
 const crashCapFactor = 1.5
 
 // runMixed opens the index called name on cns new compute nodes of pool
@@ -690,10 +699,14 @@ func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w 
 	}) {
 		return out
 	}
+	total := float64(len(w.idxs) * w.perCN * w.ops)
 	if w.crashFrac > 0 {
-		total := float64(len(w.idxs) * w.perCN * w.ops)
 		w.crashPool, w.crashCap = pool, uint64(math.Ceil(crashCapFactor*w.crashFrac*total))
-		pool.InjectCrashes(w.crashRate(pool.Now()-start), w.seed)
+		pool.InjectCrashes(w.rateFor(w.crashFrac, pool.Now()-start), w.seed)
+	}
+	if w.stallFrac > 0 {
+		pool.InjectStalls(remote.Stalls{Rate: w.rateFor(w.stallFrac, pool.Now()-start), Pause: w.stallPause,
+			Max: uint64(math.Ceil(crashCapFactor * w.stallFrac * total)), Seed: w.seed})
 	}
 	res := w.start(ctx, pool, &wg)
 	if !phase("workload") {
@@ -701,6 +714,9 @@ func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w 
 	}
 	if w.crashFrac > 0 {
 		out.crashes = pool.InjectCrashes(0, 0)
+	}
+	if w.stallFrac > 0 {
+		out.stalls = pool.InjectStalls(remote.Stalls{})
 	}
 	problems, history, ops, contention := summarize(res)
 	out.problems = append(out.problems, problems...)
