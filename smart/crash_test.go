@@ -26,12 +26,7 @@ func TestCrash(t *testing.T) {
 			t.Run("points", func(t *testing.T) { indextest.RunCrashPoints(t, tg) })
 			t.Run("random", func(t *testing.T) { indextest.RunCrashRandom(t, tg) })
 			t.Run("silent", func(t *testing.T) { indextest.RunSilentNode(t, tg) })
-			t.Run("stalls", func(t *testing.T) {
-				if opts.LockedInternal {
-					t.Skip("the node locks of LockedInternal have no stale-writer check (docs/recovery.md, \"Stale writers\"): a holder paused past the lease writes a slot and releases a lock that a waiter took over")
-				}
-				indextest.RunStalls(t, tg)
-			})
+			t.Run("stalls", func(t *testing.T) { indextest.RunStalls(t, tg) })
 		})
 	}
 }

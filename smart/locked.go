@@ -3,7 +3,9 @@ package smart
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
@@ -24,12 +26,15 @@ func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) er
 	for attempt := 0; ; attempt++ {
 		// Its own op array: the caller's batch may hold staged writes.
 		ops := s.lockOps[:]
-		ops[0], ops[1] = remote.CAS(node.Add(nodeLockOff), 0, s.lockTag()), remote.Read(node, buf)
+		tag := s.lockTag()
+		ops[0], ops[1] = remote.CAS(node.Add(nodeLockOff), 0, tag), remote.Read(node, buf)
 		s.nodeReads++
+		from := s.m.LockedAt(s.c.Now())
 		if err := s.c.Do(ctx, ops); err != nil {
 			return err
 		}
 		if ops[0].Succeeded() {
+			s.nodeLock, s.nodeFrom, s.nodeTag = node.Add(nodeLockOff), from, tag
 			return nil
 		}
 		if attempt >= maxLockAttempts {
@@ -59,6 +64,61 @@ func (s *session) unlockOp(node remote.Addr) remote.Op {
 
 var zeroWord [8]byte
 
+// nodeHeld is holding for the node lock the session took (lockNode): it
+// sends the heartbeat if one is due and reports whether the lock is surely
+// still the session's (no other compute node can have judged this one dead
+// since it was taken: registry.Node.Judged), with the deadline of the batch
+// that follows (registry.Node.WriteBy, read before the check). A holder
+// that died leaves nothing to repair under a node lock (its slot write is
+// one word), so a waiter that judged it dead just released the lock and
+// may hold it now; there is no renewal: the caller gives the lock back
+// with unlockIfOurs and starts again, having written nothing under it
+// since its last check (docs/recovery.md, "Stale writers").
+func (s *session) nodeHeld(ctx context.Context) (time.Duration, bool, error) {
+	if _, err := s.m.Touch(ctx, s.c); err != nil {
+		return 0, false, wrapRemote(err)
+	}
+	by := s.t.reg.WriteBy()
+	return by, !s.t.reg.Judged(s.nodeFrom, s.c.Now()), nil
+}
+
+// unlockIfOurs returns the CAS that releases the node lock if it still
+// holds the tag the session took it with: a WRITE would release the lock
+// of a waiter that took it over.
+func (s *session) unlockIfOurs() remote.Op {
+	return remote.CAS(s.nodeLock, s.nodeTag, 0)
+}
+
+// giveBack posts unlockIfOurs alone.
+func (s *session) giveBack(ctx context.Context) error {
+	release := s.lockOps[:1]
+	release[0] = s.unlockIfOurs()
+	return s.c.Do(ctx, release)
+}
+
+// doUnderNode executes ops, a batch written under the node lock whose last
+// verb releases it (unlockOp), or that writes under it and leaves it held:
+// it leaves by nodeHeld's deadline, or, if the lock may have been lost,
+// nothing of it runs, the lock is given back if it is still the session's,
+// and doUnderNode returns errRestart.
+func (s *session) doUnderNode(ctx context.Context, ops []remote.Op) error {
+	for {
+		by, held, err := s.nodeHeld(ctx)
+		if err != nil {
+			return err
+		}
+		if !held {
+			if err := s.giveBack(ctx); err != nil {
+				return err
+			}
+			return errRestart
+		}
+		if err := s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
+			return err
+		}
+	}
+}
+
 // insertLocked is the normal insert (and type switch) under the node lock.
 func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte) (bool, cursor, error) {
 	n := &s.node
@@ -83,7 +143,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 			// Inserted meanwhile: follow it, after helping raise the type if
 			// its insert put it behind the node's capacity and did not
 			// (it may have died there, I9).
-			err := s.do(ctx, append(s.batch(), s.unlockOp(node)))
+			err := s.doUnderNode(ctx, append(s.batch(), s.unlockOp(node)))
 			if err == nil && i >= h.nodeType().capacity() {
 				err = s.raiseType(ctx, d.cur, node, h, typeFor(i))
 			}
@@ -92,7 +152,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 	}
 	if free < 0 || h.depth() != n.h.depth() {
 		// Full (impossible with 256 partial keys) or split meanwhile.
-		err := s.do(ctx, append(s.batch(), s.unlockOp(node)))
+		err := s.doUnderNode(ctx, append(s.batch(), s.unlockOp(node)))
 		if err == nil {
 			err = errRestart
 		}
@@ -101,14 +161,17 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 	class := s.t.lf.classOf(key, value)
 	la, err := s.allocLeaf(ctx, node.MN(), class)
 	if err != nil {
-		_ = s.do(ctx, append(s.batch(), s.unlockOp(node))) // the allocation error is the one to report
+		_ = s.doUnderNode(ctx, append(s.batch(), s.unlockOp(node))) // the allocation error is the one to report
 		return false, d.cur, err
 	}
 	s.img = s.t.lf.image(s.img, nodeSlotAddr(node, free), key, value, class, s.t.epoch())
 	var word [8]byte
 	binary.LittleEndian.PutUint64(word[:], uint64(leafSlot(b, class, la)))
-	if _, err := s.link(ctx, append(s.batch(), remote.Write(la, s.img)),
+	if _, err := s.linkUnder(ctx, s.nodeLock, append(s.batch(), remote.Write(la, s.img)),
 		remote.Write(nodeSlotAddr(node, free), word[:]), s.unlockOp(node)); err != nil {
+		if err == errRestart {
+			s.dropUnlinked(la, class) // the lock may have been lost: nothing linked it
+		}
 		return false, d.cur, err
 	}
 	// The header's type is raised by CAS, as in the lock-free variant: header
@@ -118,8 +181,16 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 
 // publishLocked replaces cur's slot under the lock of the node holding it:
 // lock and re-read the slot, write the new structure, then CAS the slot and
-// release the lock. It reports whether the CAS succeeded.
-func (s *session) publishLocked(ctx context.Context, cur cursor, ops []remote.Op, repl slot) (bool, cursor, error) {
+// release the lock. It reports whether the CAS succeeded. leafLock is the
+// word of the leaf lock the caller holds (a leaf split), whose batches are
+// posted by doUnder, or nil.
+//
+// Only the release needs the node lock to be still the session's: the
+// slot changes by CAS, as leaf-level operations (delete, out-of-place
+// update) change leaf slots without taking node locks. So when the node
+// lock may have been lost (nodeHeld), the release becomes a CAS from the
+// session's tag and the rest goes on.
+func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote.Addr, ops []remote.Op, repl slot) (bool, cursor, error) {
 	parent := cur.node
 	if err := s.lockNode(ctx, parent, s.word[:]); err != nil {
 		return false, cur, err
@@ -130,16 +201,47 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, ops []remote.Op
 		return false, cur, err
 	}
 	if slot(now) != cur.sl {
-		return false, cur.with(slot(now)), s.do(ctx, append(s.batch(), s.unlockOp(parent)))
+		return false, cur.with(slot(now)), s.doUnderNode(ctx, append(s.batch(), s.unlockOp(parent)))
 	}
-	if err := s.do(ctx, ops); err != nil {
+	if err := s.doUnder(ctx, leafLock, ops); err != nil {
+		if err == errRestart { // the leaf lock was lost: write nothing more
+			_ = s.giveBack(ctx) // best effort: a waiter judges a stranded lock
+		}
 		return false, cur, err
 	}
-	// A CAS even under the lock: leaf-level operations (delete, out-of-place
-	// update) change leaf slots without taking node locks.
 	ops = append(s.batch(), remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)), s.unlockOp(parent))
-	if err := s.do(ctx, ops); err != nil {
-		return false, cur, err
+	for {
+		by, held, err := s.nodeHeld(ctx)
+		if err != nil {
+			return false, cur, err
+		}
+		if !held {
+			ops[1] = s.unlockIfOurs()
+			by = 0 // two CASes: nothing to be late for
+		}
+		if !leafLock.IsNil() {
+			lby, err := s.holding(ctx, leafLock)
+			if err != nil {
+				if err == errRestart {
+					_ = s.giveBack(ctx) // best effort, as above
+				}
+				return false, cur, err
+			}
+			if by == 0 || lby < by {
+				by = lby
+			}
+		}
+		if by == 0 {
+			err = s.c.Do(ctx, ops)
+		} else {
+			err = s.c.DoBy(ctx, ops, by)
+		}
+		if !errors.Is(err, remote.ErrLate) {
+			if err != nil {
+				return false, cur, err
+			}
+			break
+		}
 	}
 	got := slot(ops[0].Old)
 	return got == cur.sl, cur.with(got), nil

@@ -128,8 +128,9 @@ func (s *session) link(ctx context.Context, ops []remote.Op, pub ...remote.Op) (
 	return s.linkUnder(ctx, 0, ops, pub...)
 }
 
-// linkUnder is link for a change made under the leaf lock whose word is at
-// lock (nil: none): each of its batches is posted by doUnder.
+// linkUnder is link for a change made under the lock whose word is at lock
+// (a leaf's, the node lock of the locked-internal variant, or nil: none):
+// each of its batches is posted by doUnder.
 func (s *session) linkUnder(ctx context.Context, lock remote.Addr, ops []remote.Op, pub ...remote.Op) ([]remote.Op, error) {
 	if !onNode(ops, pub[0].Addr.MN()) {
 		if err := s.doUnder(ctx, lock, ops); err != nil {

@@ -166,13 +166,17 @@ func (s *session) holding(ctx context.Context, lockAddr remote.Addr) (time.Durat
 }
 
 // doUnder executes ops, a batch written under the leaf lock whose word is
-// at lock (nil: none, a plain do): holding confirms the lock, and the batch
-// must leave by the deadline it returns (remote.Client.DoBy); if it would
-// leave later (the client stalled), nothing of it runs and the check runs
-// again.
+// at lock (nil: none, a plain do; the node lock the session holds in the
+// locked-internal variant: doUnderNode): holding confirms the lock, and
+// the batch must leave by the deadline it returns (remote.Client.DoBy); if
+// it would leave later (the client stalled), nothing of it runs and the
+// check runs again.
 func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op) error {
-	if lock.IsNil() {
+	switch {
+	case lock.IsNil():
 		return s.do(ctx, ops)
+	case lock == s.nodeLock:
+		return s.doUnderNode(ctx, ops)
 	}
 	s.ops = ops
 	for {

@@ -56,6 +56,13 @@ type session struct {
 	// session last took: registry.Member.LockedAt of the time its CAS was
 	// posted, or the time of the CAS that renewed it (holding).
 	lockFrom time.Duration
+	// nodeLock is the word of the node lock the session holds in the
+	// locked-internal variant (nil: none), nodeFrom when others may have
+	// started to act on it (as lockFrom) and nodeTag the tag it was taken
+	// with (locked.go).
+	nodeLock remote.Addr
+	nodeFrom time.Duration
+	nodeTag  uint64
 
 	// The current scan, whose buffers are kept between scans
 	// (scanner.keep).
@@ -137,7 +144,7 @@ func (t *Tree) release(s *session) {
 		t.replace(s)
 		return
 	}
-	s.win, s.entry, s.flagWaits, s.waits, s.watch = nil, nil, 0, 0, registry.Watch{}
+	s.win, s.entry, s.flagWaits, s.waits, s.watch, s.nodeLock = nil, nil, 0, 0, registry.Watch{}, 0
 	t.mu.Lock()
 	t.free = append(t.free, s)
 	t.mu.Unlock()

@@ -191,7 +191,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	var ok bool
 	var next cursor
 	if s.t.opts.LockedInternal && cur.node != 0 {
-		ok, next, err = s.publishLocked(ctx, cur, ops, repl)
+		ok, next, err = s.publishLocked(ctx, cur, leafLockAddr(cur.sl), ops, repl)
 	} else {
 		ops, err = s.linkUnder(ctx, leafLockAddr(cur.sl), ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
 		if err == nil {
@@ -454,7 +454,7 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 	var next cursor
 	var err error
 	if s.t.opts.LockedInternal && cur.node != 0 {
-		ok, next, err = s.publishLocked(ctx, cur, ops, repl)
+		ok, next, err = s.publishLocked(ctx, cur, 0, ops, repl)
 	} else {
 		ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
 		if err = s.do(ctx, ops); err == nil {
