@@ -124,3 +124,10 @@ func (c *Client) Free(a Addr, size int) error {
 // FreeBytes returns the bytes held in the compute node's free lists (see
 // Client.Free).
 func (cn *ComputeNode) FreeBytes() uint64 { return cn.free.Bytes() }
+
+// Freed yields every object that Client.Free handed back to the compute
+// node and no allocation has taken again, with its size, under the list's
+// lock: the loop body must not free or allocate on the node. It is for
+// consistency checks, such as an index's Verify: no freed object may still
+// be linked, and none may be listed twice.
+func (cn *ComputeNode) Freed() iter.Seq2[Addr, uint64] { return cn.free.All() }

@@ -128,3 +128,66 @@ func TestDropChain(t *testing.T) {
 		t.Errorf("dropChain left %d bytes allocated", int64(after)-int64(before))
 	}
 }
+
+// TestDropChainAfterRestaging: a leaf split whose CAS met a frozen slot
+// waits for the move (followMove) and may repair it, which stages the
+// move's successor in the session; the split then drops its chain. It must
+// free the chain's own nodes and leaf, not what the session staged last:
+// it freed the repair's successor, which the move had published (or which
+// the repair had freed already), so that one address was handed out twice
+// (the double free that indextest.RunStalls found).
+func TestDropChainAfterRestaging(t *testing.T) {
+	ctx := context.Background()
+	tr, p := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20}, Options{})
+	defer p.Close()
+	long := bytes.Repeat([]byte{'k'}, 40)
+	a, b := append(slices.Clip(long), 'a'), append(slices.Clip(long), 'b') // a chain of 5 nodes
+	if err := tr.Put(ctx, a, a); err != nil {
+		t.Fatal(err)
+	}
+	s, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.release(s)
+	s.enc, s.enc2 = appendEncoded(s.enc[:0], b), appendEncoded(s.enc2[:0], a)
+	cur, err := s.start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.descend(ctx, s.enc, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lcp := 0
+	for s.enc[lcp] == s.enc2[lcp] {
+		lcp++
+	}
+	c, err := s.buildChain(ctx, d.cur, lcp, b, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.nodes) != c.n+1 || c.nodes[0] != c.first || c.nodes[c.n] != c.final || c.n < 2 {
+		t.Fatalf("chain of %d nodes (first %v, final %v): nodes %v", c.n+1, c.first, c.final, c.nodes)
+	}
+	// What a repair in between stages: its successor, published.
+	other, err := s.allocOn(ctx, 0, tr.nodeAlloc(node16), addrAlign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
+	s.stage(other, make([]byte, 16))
+	s.dropChain(c)
+	freed := make(map[remote.Addr]int)
+	for x := range s.c.ComputeNode().Freed() {
+		freed[x]++
+	}
+	if freed[other] != 0 {
+		t.Errorf("the node staged after the chain (%v) was freed", other)
+	}
+	for _, x := range append(slices.Clone(c.nodes), c.leaf) {
+		if freed[x] != 1 {
+			t.Errorf("the chain's %v freed %d times, want once (chain %v, leaf %v)", x, freed[x], c.nodes, c.leaf)
+		}
+	}
+}

@@ -20,8 +20,10 @@ import (
 // no operation is in flight; it returns an error wrapping ErrCorrupt that
 // names the first violation and, where one applies, the invariant of
 // docs/smart-protocol.md it breaks ("I5: leaf …": a completing step of an
-// operation that returned is missing). With Options.Reclaim it also checks
-// that no leaf this compute node holds for reuse is linked (I8).
+// operation that returned is missing). It also checks that no object this
+// compute node holds freed (remote.ComputeNode.Freed) is linked or held
+// twice, and, with Options.Reclaim, that no leaf it holds for reuse is
+// linked (I8).
 func (t *Tree) Verify(ctx context.Context) error {
 	s, err := t.session()
 	if err != nil {
@@ -43,7 +45,28 @@ func (t *Tree) Verify(ctx context.Context) error {
 	if err := v.node(ctx, root, nil); err != nil {
 		return wrapRemote(err)
 	}
-	return t.checkLeaves(v.seen)
+	if err := t.checkLeaves(v.seen); err != nil {
+		return err
+	}
+	return checkFreed(s.c.ComputeNode(), v.seen)
+}
+
+// checkFreed returns an error wrapping ErrCorrupt if an object that the
+// compute node cn holds freed (remote.ComputeNode.Freed) is in linked (the
+// objects a Verify walk reached) or is held twice: either lets two
+// allocations, or an allocation and the tree, share memory.
+func checkFreed(cn *remote.ComputeNode, linked map[remote.Addr]bool) error {
+	held := make(map[remote.Addr]bool)
+	for a, size := range cn.Freed() {
+		switch {
+		case linked[a]:
+			return corruptf("object %v of %d bytes is freed on compute node %d but linked", a, size, cn.ID())
+		case held[a]:
+			return corruptf("object %v of %d bytes is freed twice on compute node %d", a, size, cn.ID())
+		}
+		held[a] = true
+	}
+	return nil
 }
 
 type verifier struct {
