@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
@@ -46,10 +45,14 @@ func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) er
 		if dead, err := s.holderDead(ctx, &watch, held, attempt); err != nil {
 			return err
 		} else if dead {
-			if old, err := s.c.CAS(ctx, node.Add(nodeLockOff), held, 0); err != nil {
-				return err
-			} else if old == held {
+			// By the judgement's deadline, as a leaf lock's takeover
+			// (recoverLeaf): a late release judges again.
+			release := s.lockOps[:1]
+			release[0] = remote.CAS(node.Add(nodeLockOff), held, 0)
+			if err := s.c.DoBy(ctx, release, watch.ActBy()); err == nil && release[0].Succeeded() {
 				s.t.rstats.recovered.Add(1)
+			} else if err != nil && !errors.Is(err, remote.ErrLate) {
+				return err
 			}
 			continue
 		}
@@ -64,56 +67,54 @@ func (s *session) unlockOp(node remote.Addr) remote.Op {
 
 var zeroWord [8]byte
 
-// nodeHeld is holding for the node lock the session took (lockNode): it
-// sends the heartbeat if one is due and reports whether the lock is surely
-// still the session's (no other compute node can have judged this one dead
-// since it was taken: registry.Node.Judged), with the deadline of the batch
-// that follows (registry.Node.WriteBy, read before the check). A holder
-// that died leaves nothing to repair under a node lock (its slot write is
-// one word), so a waiter that judged it dead just released the lock and
-// may hold it now; there is no renewal: the caller gives the lock back
-// with unlockIfOurs and starts again, having written nothing under it
-// since its last check (docs/recovery.md, "Stale writers").
-func (s *session) nodeHeld(ctx context.Context) (time.Duration, bool, error) {
-	if _, err := s.m.Touch(ctx, s.c); err != nil {
-		return 0, false, wrapRemote(err)
-	}
-	by := s.t.reg.WriteBy()
-	return by, !s.t.reg.Judged(s.nodeFrom, s.c.Now()), nil
-}
+// errNodeLost: holding found that a waiter took over the node lock the
+// session held, while its compute node was silent.
+var errNodeLost = errors.New("smart: node lock lost")
 
-// unlockIfOurs returns the CAS that releases the node lock if it still
-// holds the tag the session took it with: a WRITE would release the lock
-// of a waiter that took it over.
-func (s *session) unlockIfOurs() remote.Op {
-	return remote.CAS(s.nodeLock, s.nodeTag, 0)
-}
-
-// giveBack posts unlockIfOurs alone.
+// giveBack releases the node lock if it still holds the tag the session
+// took it with: a WRITE would release the lock of a waiter that took it
+// over.
 func (s *session) giveBack(ctx context.Context) error {
 	release := s.lockOps[:1]
-	release[0] = s.unlockIfOurs()
+	release[0] = remote.CAS(s.nodeLock, s.nodeTag, 0)
 	return s.c.Do(ctx, release)
 }
 
-// doUnderNode executes ops, a batch written under the node lock whose last
-// verb releases it (unlockOp), or that writes under it and leaves it held:
-// it leaves by nodeHeld's deadline, or, if the lock may have been lost,
-// nothing of it runs, the lock is given back if it is still the session's,
-// and doUnderNode returns errRestart.
+// doUnderNode executes ops, a batch written under the node lock the
+// session holds (its last verb may release it) and under no leaf lock:
+// holding confirms the lock (renewing it after a silence) and the batch
+// leaves by the deadline it returns, or the check runs again. If the lock
+// was taken over, nothing of ops runs and doUnderNode returns errRestart.
 func (s *session) doUnderNode(ctx context.Context, ops []remote.Op) error {
 	for {
-		by, held, err := s.nodeHeld(ctx)
-		if err != nil {
+		by, err := s.holding(ctx, 0)
+		switch {
+		case err == errNodeLost:
+			return errRestart
+		case err != nil:
 			return err
 		}
-		if !held {
-			if err := s.giveBack(ctx); err != nil {
-				return err
-			}
-			return errRestart
-		}
 		if err := s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
+			return err
+		}
+	}
+}
+
+// releaseNode releases the node lock the session holds, with the leaf lock
+// at leafLock held too (nil: none): by a WRITE that leaves by holding's
+// deadline, or not at all if a waiter took the lock over meanwhile.
+func (s *session) releaseNode(ctx context.Context, leafLock remote.Addr) error {
+	for {
+		by, err := s.holding(ctx, leafLock)
+		switch {
+		case err == errNodeLost:
+			return nil
+		case err != nil:
+			return err
+		}
+		release := s.lockOps[:1]
+		release[0] = remote.Write(s.nodeLock, zeroWord[:])
+		if err := s.c.DoBy(ctx, release, by); !errors.Is(err, remote.ErrLate) {
 			return err
 		}
 	}
@@ -127,6 +128,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 	if err := s.lockNode(ctx, node, buf); err != nil {
 		return false, d.cur, err
 	}
+	defer func() { s.nodeLock = 0 }()
 	ctx = context.WithoutCancel(ctx) // the lock is always released
 	h := header(binary.LittleEndian.Uint64(buf[nodeHeaderOff:]))
 	b := s.enc[d.pos]
@@ -143,7 +145,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 			// Inserted meanwhile: follow it, after helping raise the type if
 			// its insert put it behind the node's capacity and did not
 			// (it may have died there, I9).
-			err := s.doUnderNode(ctx, append(s.batch(), s.unlockOp(node)))
+			err := s.releaseNode(ctx, 0)
 			if err == nil && i >= h.nodeType().capacity() {
 				err = s.raiseType(ctx, d.cur, node, h, typeFor(i))
 			}
@@ -152,7 +154,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 	}
 	if free < 0 || h.depth() != n.h.depth() {
 		// Full (impossible with 256 partial keys) or split meanwhile.
-		err := s.doUnderNode(ctx, append(s.batch(), s.unlockOp(node)))
+		err := s.releaseNode(ctx, 0)
 		if err == nil {
 			err = errRestart
 		}
@@ -161,7 +163,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 	class := s.t.lf.classOf(key, value)
 	la, err := s.allocLeaf(ctx, node.MN(), class)
 	if err != nil {
-		_ = s.doUnderNode(ctx, append(s.batch(), s.unlockOp(node))) // the allocation error is the one to report
+		_ = s.releaseNode(ctx, 0) // the allocation error is the one to report
 		return false, d.cur, err
 	}
 	s.img = s.t.lf.image(s.img, nodeSlotAddr(node, free), key, value, class, s.t.epoch())
@@ -182,58 +184,51 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 // publishLocked replaces cur's slot under the lock of the node holding it:
 // lock and re-read the slot, write the new structure, then CAS the slot and
 // release the lock. It reports whether the CAS succeeded. leafLock is the
-// word of the leaf lock the caller holds (a leaf split), whose batches are
-// posted by doUnder, or nil.
+// word of the leaf lock the caller holds (a leaf split), or nil.
 //
+// Every batch goes through holding, which checks (and renews) both locks.
 // Only the release needs the node lock to be still the session's: the
 // slot changes by CAS, as leaf-level operations (delete, out-of-place
-// update) change leaf slots without taking node locks. So when the node
-// lock may have been lost (nodeHeld), the release becomes a CAS from the
-// session's tag and the rest goes on.
+// update) change leaf slots without taking node locks. So a node lock
+// taken over meanwhile (errNodeLost) is just not released.
 func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote.Addr, ops []remote.Op, repl slot) (bool, cursor, error) {
 	parent := cur.node
 	if err := s.lockNode(ctx, parent, s.word[:]); err != nil {
 		return false, cur, err
 	}
+	defer func() { s.nodeLock = 0 }()
 	ctx = context.WithoutCancel(ctx) // the lock is always released
 	now, err := s.readWord(ctx, cur.addr)
 	if err != nil {
 		return false, cur, err
 	}
 	if slot(now) != cur.sl {
-		return false, cur.with(slot(now)), s.doUnderNode(ctx, append(s.batch(), s.unlockOp(parent)))
+		return false, cur.with(slot(now)), s.releaseNode(ctx, leafLock)
 	}
-	if err := s.doUnder(ctx, leafLock, ops); err != nil {
-		if err == errRestart { // the leaf lock was lost: write nothing more
-			_ = s.giveBack(ctx) // best effort: a waiter judges a stranded lock
-		}
+	err = s.doUnder(ctx, leafLock, ops)
+	if err == errNodeLost {
+		err = s.doUnder(ctx, leafLock, ops) // the leaf lock alone now
+	}
+	if err != nil {
 		return false, cur, err
 	}
-	ops = append(s.batch(), remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)), s.unlockOp(parent))
 	for {
-		by, held, err := s.nodeHeld(ctx)
-		if err != nil {
-			return false, cur, err
-		}
-		if !held {
-			ops[1] = s.unlockIfOurs()
-			by = 0 // two CASes: nothing to be late for
-		}
-		if !leafLock.IsNil() {
-			lby, err := s.holding(ctx, leafLock)
-			if err != nil {
-				if err == errRestart {
-					_ = s.giveBack(ctx) // best effort, as above
-				}
+		ops = append(s.batch(), remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
+		if !s.nodeLock.IsNil() {
+			ops = append(ops, remote.Write(s.nodeLock, zeroWord[:]))
+		} else if leafLock.IsNil() {
+			// Under no lock any more (the flag of a header split or move
+			// guards it: publish).
+			if err := s.c.Do(ctx, ops); err != nil {
 				return false, cur, err
 			}
-			if by == 0 || lby < by {
-				by = lby
-			}
+			break
 		}
-		if by == 0 {
-			err = s.c.Do(ctx, ops)
-		} else {
+		by, err := s.holding(ctx, leafLock)
+		if err == errNodeLost {
+			continue
+		}
+		if err == nil {
 			err = s.c.DoBy(ctx, ops, by)
 		}
 		if !errors.Is(err, remote.ErrLate) {

@@ -142,25 +142,58 @@ func (s *session) repairCrashed(f flagHold) {
 // (errRestart). It returns the deadline of the batch that follows
 // (registry.Node.WriteBy, read before the check so that a heartbeat ending
 // a gap after the check is too late for it).
+//
+// In the locked-internal variant the session may hold a node lock too
+// (session.nodeLock; lockAddr nil if it holds no leaf lock): the check
+// covers it from the time it was taken, and the renewal moves both words
+// to the new tag in one round trip, so that no word keeps the incarnation
+// that waiters now judge dead at once. If the leaf lock was taken over, a
+// node lock still held is given back (errRestart); if only the node lock
+// was, holding reports errNodeLost.
 func (s *session) holding(ctx context.Context, lockAddr remote.Addr) (time.Duration, error) {
 	if _, err := s.m.Touch(ctx, s.c); err != nil {
 		return 0, wrapRemote(err)
 	}
 	by := s.t.reg.WriteBy()
-	if !s.t.reg.Judged(s.lockFrom, s.c.Now()) {
+	from := s.lockFrom
+	switch {
+	case lockAddr.IsNil():
+		from = s.nodeFrom
+	case !s.nodeLock.IsNil():
+		from = min(from, s.nodeFrom)
+	}
+	if !s.t.reg.Judged(from, s.c.Now()) {
 		return by, nil
 	}
 	old, err := s.m.Renew(ctx, s.c)
 	if err != nil {
 		return 0, wrapRemote(err)
 	}
-	s.lockFrom = s.c.Now()
-	got, err := s.c.CAS(ctx, lockAddr, old, s.lockTag())
-	switch {
-	case err != nil:
+	tag, now := s.lockTag(), s.c.Now()
+	ops := s.lockOps[:0]
+	if !lockAddr.IsNil() {
+		ops = append(ops, remote.CAS(lockAddr, old, tag))
+		s.lockFrom = now
+	}
+	if !s.nodeLock.IsNil() {
+		ops = append(ops, remote.CAS(s.nodeLock, s.nodeTag, tag))
+		s.nodeFrom, s.nodeTag = now, tag
+	}
+	if err := s.c.Do(ctx, ops); err != nil {
 		return 0, err
-	case got != old:
+	}
+	if !lockAddr.IsNil() && !ops[0].Succeeded() {
+		if !s.nodeLock.IsNil() && ops[1].Succeeded() {
+			if err := s.giveBack(ctx); err != nil {
+				return 0, err
+			}
+		}
+		s.nodeLock = 0
 		return 0, errRestart
+	}
+	if !s.nodeLock.IsNil() && !ops[len(ops)-1].Succeeded() {
+		s.nodeLock = 0
+		return 0, errNodeLost
 	}
 	return s.t.reg.WriteBy(), nil
 }
