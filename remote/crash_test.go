@@ -124,13 +124,8 @@ func TestCrashCutBytes(t *testing.T) {
 // counter increments are the only ones missing.
 func TestInjectCrashes(t *testing.T) {
 	run := func(seed uint64) (crashes uint64, total uint64) {
-		p := newTestPool(t, Config{MemoryNodes: 1, Sim: &SimConfig{Seed: 1}})
-		cn := p.NewComputeNode()
-		ctx := context.Background()
-		a, err := cn.NewClient().Alloc(ctx, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, c0, a := simWord(t)
+		cn, ctx := c0.ComputeNode(), context.Background()
 		p.InjectCrashes(100_000, seed) // one every 10 µs
 		for range 4 {
 			p.Go(func() {

@@ -13,13 +13,8 @@ import (
 func TestInjectStalls(t *testing.T) {
 	const pause = 50 * time.Microsecond
 	run := func(rate float64, seed uint64) (stalls uint64, end time.Duration) {
-		p := newTestPool(t, Config{MemoryNodes: 1, Sim: &SimConfig{Seed: 1}})
-		cn := p.NewComputeNode()
-		ctx := context.Background()
-		a, err := cn.NewClient().Alloc(ctx, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, c0, a := simWord(t)
+		cn, ctx := c0.ComputeNode(), context.Background()
 		p.InjectStalls(Stalls{Rate: rate, Pause: pause, Seed: seed})
 		for range 4 {
 			p.Go(func() {
@@ -54,13 +49,8 @@ func TestInjectStalls(t *testing.T) {
 	}
 
 	t.Run("max", func(t *testing.T) {
-		p := newTestPool(t, Config{MemoryNodes: 1, Sim: &SimConfig{Seed: 1}})
+		p, c, a := simWord(t)
 		ctx := context.Background()
-		c := p.NewComputeNode().NewClient()
-		a, err := c.Alloc(ctx, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
 		p.InjectStalls(Stalls{Rate: 1e9, Pause: time.Microsecond, Max: 3, Seed: 1})
 		for range 10 {
 			c.Compute(time.Microsecond)
@@ -74,16 +64,11 @@ func TestInjectStalls(t *testing.T) {
 	})
 
 	t.Run("late", func(t *testing.T) {
-		p := newTestPool(t, Config{MemoryNodes: 1, Sim: &SimConfig{Seed: 1}})
+		p, c, a := simWord(t)
 		ctx := context.Background()
-		c := p.NewComputeNode().NewClient()
-		a, err := c.Alloc(ctx, 8)
-		if err != nil {
-			t.Fatal(err)
-		}
 		p.InjectStalls(Stalls{Rate: 1e9, Pause: pause, Seed: 1}) // due within nanoseconds
 		c.Compute(time.Microsecond)
-		err = c.DoBy(ctx, []Op{Write(a, []byte{1, 0, 0, 0, 0, 0, 0, 0})}, c.Now()+pause/2)
+		err := c.DoBy(ctx, []Op{Write(a, []byte{1, 0, 0, 0, 0, 0, 0, 0})}, c.Now()+pause/2)
 		if !errors.Is(err, ErrLate) {
 			t.Fatalf("DoBy with a deadline half a pause away, a stall due: %v, want ErrLate", err)
 		}
@@ -102,13 +87,8 @@ func TestInjectStalls(t *testing.T) {
 // nothing, that an earlier DoBy deadline still applies, and that
 // SetDeadline(0) removes it.
 func TestSetDeadline(t *testing.T) {
-	p := newTestPool(t, Config{MemoryNodes: 1, Sim: &SimConfig{Seed: 1}})
+	_, c, a := simWord(t)
 	ctx := context.Background()
-	c := p.NewComputeNode().NewClient()
-	a, err := c.Alloc(ctx, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
 	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
 	c.SetDeadline(c.Now() + 10*time.Microsecond)
 	if err := c.Do(ctx, []Op{Write(a, one)}); err != nil {
@@ -131,4 +111,17 @@ func TestSetDeadline(t *testing.T) {
 	if v, err := c.FAA(ctx, a, 0); err != nil || v != 1 {
 		t.Fatalf("after SetDeadline(0): FAA = %d, %v; want 1 (no late FAA landed), nil", v, err)
 	}
+}
+
+// simWord returns a simulated pool of one memory node, a client of a new
+// compute node, and an 8-byte word that client allocated.
+func simWord(t *testing.T) (*Pool, *Client, Addr) {
+	t.Helper()
+	p := newTestPool(t, Config{MemoryNodes: 1, Sim: &SimConfig{Seed: 1}})
+	c := p.NewComputeNode().NewClient()
+	a, err := c.Alloc(context.Background(), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, c, a
 }

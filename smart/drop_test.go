@@ -42,19 +42,9 @@ func TestDropUnlinkedReused(t *testing.T) {
 // as before.
 func TestSplitChainOutOfMemoryFreesAll(t *testing.T) {
 	ctx := context.Background()
-	tr, _ := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: 1 << 20}, Options{})
-	long := bytes.Repeat([]byte{'a'}, 200)
-	a, b := append(slices.Clip(long), 'x'), append(slices.Clip(long), 'y') // a chain of ~28 nodes
-	if err := tr.Put(ctx, a, a); err != nil {
-		t.Fatal(err)
-	}
+	tr, s, a, b := splitPair(t, 1<<20, 200) // a chain of ~28 nodes
 	// Exhaust the memory node, then give back a leaf of b's class and
 	// three nodes: the chain gets its first node, its leaf and two more.
-	s, err := tr.session()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.release(s)
 	leafBytes := classBytes(tr.lf.classOf(b, b))
 	leaf, err := s.c.AllocOn(ctx, 0, leafBytes, leafAlign)
 	if err != nil {
@@ -138,18 +128,7 @@ func TestDropChain(t *testing.T) {
 // (the double free that indextest.RunStalls found).
 func TestDropChainAfterRestaging(t *testing.T) {
 	ctx := context.Background()
-	tr, p := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: 16 << 20}, Options{})
-	defer p.Close()
-	long := bytes.Repeat([]byte{'k'}, 40)
-	a, b := append(slices.Clip(long), 'a'), append(slices.Clip(long), 'b') // a chain of 5 nodes
-	if err := tr.Put(ctx, a, a); err != nil {
-		t.Fatal(err)
-	}
-	s, err := tr.session()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.release(s)
+	tr, s, a, b := splitPair(t, 16<<20, 40) // a chain of 5 nodes
 	s.enc, s.enc2 = appendEncoded(s.enc[:0], b), appendEncoded(s.enc2[:0], a)
 	cur, err := s.start(ctx)
 	if err != nil {
@@ -190,4 +169,25 @@ func TestDropChainAfterRestaging(t *testing.T) {
 			t.Errorf("the chain's %v freed %d times, want once (chain %v, leaf %v)", x, freed[x], c.nodes, c.leaf)
 		}
 	}
+}
+
+// splitPair returns a tree on one memory node of nodeBytes holding key a
+// (prefix bytes 'k', then 'a'), a session on it released when the test
+// ends, and b (the same prefix, then 'b'), whose insert splits a's leaf
+// into a chain of about prefix/7 nodes.
+func splitPair(t *testing.T, nodeBytes int64, prefix int) (*Tree, *session, []byte, []byte) {
+	t.Helper()
+	tr, p := newTree(t, remote.Config{MemoryNodes: 1, NodeBytes: nodeBytes}, Options{})
+	t.Cleanup(func() { p.Close() })
+	long := bytes.Repeat([]byte{'k'}, prefix)
+	a, b := append(slices.Clip(long), 'a'), append(slices.Clip(long), 'b')
+	if err := tr.Put(context.Background(), a, a); err != nil {
+		t.Fatal(err)
+	}
+	s, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.release(s) })
+	return tr, s, a, b
 }
