@@ -29,8 +29,7 @@ type Client struct {
 	faulty atomic.Bool // a fault is armed or struck (crash.go)
 	fault  fault
 
-	by       time.Duration // the deadline of the batch being executed (0: none)
-	deadline time.Duration // SetDeadline's (0: none)
+	by time.Duration // DoBy's deadline for the batch being executed (0: none)
 }
 
 type chunk struct{ cur, end uint64 }
@@ -78,7 +77,21 @@ func (c *Client) FAA(ctx context.Context, a Addr, delta uint64) (old uint64, err
 // memory node execute in posting order; verbs to different memory nodes
 // proceed in parallel. On return READ buffers are filled and Old is set. If
 // any verb is invalid, nothing is executed and the error names the verb.
-func (c *Client) Do(ctx context.Context, ops []Op) error { return c.post(ctx, ops, 0, true) }
+func (c *Client) Do(ctx context.Context, ops []Op) error {
+	if err := c.check(ctx, ops); err != nil || len(ops) == 0 {
+		return err
+	}
+	if c.faulted() {
+		if done, err := c.strike(ctx, ops); done {
+			return err
+		}
+	}
+	if err := c.pool.t.exec(ctx, c, ops, true); err != nil {
+		return err
+	}
+	c.stats.countBatch(ops, true)
+	return nil
+}
 
 // DoBy is Do for a batch that must leave by time by on the client's clock
 // (Now): a write under a lease, which others may act against once it has
@@ -89,40 +102,19 @@ func (c *Client) Do(ctx context.Context, ops []Op) error { return c.post(ctx, op
 // check right before they hand the batch to the memory nodes, which leaves
 // only the time the verbs take to leave the machine.
 func (c *Client) DoBy(ctx context.Context, ops []Op, by time.Duration) error {
-	return c.post(ctx, ops, by, true)
+	if c.Now() > by {
+		return ErrLate
+	}
+	c.by = by
+	defer func() { c.by = 0 }()
+	return c.Do(ctx, ops)
 }
-
-// SetDeadline makes every batch the client posts from now on (Do, DoBy,
-// Post and the verbs built on them) leave by time by on its clock, as DoBy
-// does, or not at all (ErrLate), until SetDeadline(0) removes the
-// deadline: for a stretch of work under a lease that others may act
-// against once it has run out, whose every verb must land before. A DoBy
-// deadline earlier than it still applies. Call it from the goroutine that
-// uses the client.
-func (c *Client) SetDeadline(by time.Duration) { c.deadline = by }
-
-// Deadline returns the deadline SetDeadline set (0: none).
-func (c *Client) Deadline() time.Duration { return c.deadline }
 
 // Post posts ops unsignaled: the client does not wait for completion and
 // the results (Old, READ contents) are not delivered. Verbs still execute in
 // posting order per memory node, after every verb the client posted before.
 // Use it only where the protocol does not depend on the outcome.
-func (c *Client) Post(ctx context.Context, ops []Op) error { return c.post(ctx, ops, 0, false) }
-
-// post executes ops, signaled or not, leaving by time by (0: none) and by
-// the client's deadline (SetDeadline).
-func (c *Client) post(ctx context.Context, ops []Op, by time.Duration, signaled bool) error {
-	if d := c.deadline; d != 0 && (by == 0 || d < by) {
-		by = d
-	}
-	if by != 0 {
-		if c.Now() > by {
-			return ErrLate
-		}
-		c.by = by
-		defer func() { c.by = 0 }()
-	}
+func (c *Client) Post(ctx context.Context, ops []Op) error {
 	if err := c.check(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
@@ -131,10 +123,10 @@ func (c *Client) post(ctx context.Context, ops []Op, by time.Duration, signaled 
 			return err
 		}
 	}
-	if err := c.pool.t.exec(ctx, c, ops, signaled); err != nil {
+	if err := c.pool.t.exec(ctx, c, ops, false); err != nil {
 		return err
 	}
-	c.stats.countBatch(ops, signaled)
+	c.stats.countBatch(ops, false)
 	return nil
 }
 

@@ -82,37 +82,6 @@ func TestInjectStalls(t *testing.T) {
 	})
 }
 
-// TestSetDeadline checks that a client's deadline refuses every batch that
-// would leave after it (Do, DoBy with a later deadline, Post), executing
-// nothing, that an earlier DoBy deadline still applies, and that
-// SetDeadline(0) removes it.
-func TestSetDeadline(t *testing.T) {
-	_, c, a := simWord(t)
-	ctx := context.Background()
-	one := []byte{1, 0, 0, 0, 0, 0, 0, 0}
-	c.SetDeadline(c.Now() + 10*time.Microsecond)
-	if err := c.Do(ctx, []Op{Write(a, one)}); err != nil {
-		t.Fatalf("a WRITE before the deadline: %v", err)
-	}
-	if err := c.DoBy(ctx, []Op{Write(a, one)}, c.Now()-1); !errors.Is(err, ErrLate) {
-		t.Fatalf("DoBy with a deadline already past, before the client's: %v, want ErrLate", err)
-	}
-	c.Compute(20 * time.Microsecond)
-	for name, post := range map[string]func() error{
-		"Do":   func() error { return c.Do(ctx, []Op{FAA(a, 1)}) },
-		"DoBy": func() error { return c.DoBy(ctx, []Op{FAA(a, 1)}, c.Now()+time.Second) },
-		"Post": func() error { return c.Post(ctx, []Op{FAA(a, 1)}) },
-	} {
-		if err := post(); !errors.Is(err, ErrLate) {
-			t.Errorf("%s after the client's deadline: %v, want ErrLate", name, err)
-		}
-	}
-	c.SetDeadline(0)
-	if v, err := c.FAA(ctx, a, 0); err != nil || v != 1 {
-		t.Fatalf("after SetDeadline(0): FAA = %d, %v; want 1 (no late FAA landed), nil", v, err)
-	}
-}
-
 // simWord returns a simulated pool of one memory node, a client of a new
 // compute node, and an 8-byte word that client allocated.
 func simWord(t *testing.T) (*Pool, *Client, Addr) {

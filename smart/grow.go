@@ -102,14 +102,17 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	}
 	// The flag is this session's from here (a crash inside the CAS leaves
 	// it to the waiters: it may be another mover's).
-	s.holdFlag(cur, revAddr, n.rev|revMoving, flagAt)
+	s.holdFlag(cur, revAddr, n.rev|revMoving)
 	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // a flagged node is always moved
-	if s.flagLost(flagAt) {
-		// Silent for so long that a waiter may judge the mark dead and
-		// clear it: freeze nothing, leave the mark to the waiters.
+	if lost, err := s.flagLost(ctx, revAddr, n.rev|revMoving, flagAt); err != nil || lost {
+		// Silent for so long that a waiter may have judged the mark dead
+		// and cleared it: freeze nothing.
+		if err == nil {
+			err = errRestart
+		}
 		s.dropUnlinked(la, class)
-		return false, cur, s.dropNode(to, nt, errRestart)
+		return false, cur, s.dropNode(to, nt, err)
 	}
 	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, toRev: n.rev, depth: d.pos + 1}
 	if mv.slots, err = s.freeze(ctx, n.addr, n.slots[:n.typ.capacity()]); err != nil {

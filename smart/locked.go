@@ -51,7 +51,7 @@ func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) er
 			release[0] = remote.CAS(node.Add(nodeLockOff), held, 0)
 			if err := s.c.DoBy(ctx, release, watch.ActBy()); err == nil && release[0].Succeeded() {
 				s.t.rstats.recovered.Add(1)
-			} else if err != nil && !s.retryLate(err) {
+			} else if err != nil && !errors.Is(err, remote.ErrLate) {
 				return err
 			}
 			continue
@@ -94,7 +94,7 @@ func (s *session) doUnderNode(ctx context.Context, ops []remote.Op) error {
 		case err != nil:
 			return err
 		}
-		if err := s.c.DoBy(ctx, ops, by); !s.retryLate(err) {
+		if err := s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
 			return err
 		}
 	}
@@ -114,7 +114,7 @@ func (s *session) releaseNode(ctx context.Context, leafLock remote.Addr) error {
 		}
 		release := s.lockOps[:1]
 		release[0] = remote.Write(s.nodeLock, zeroWord[:])
-		if err := s.c.DoBy(ctx, release, by); !s.retryLate(err) {
+		if err := s.c.DoBy(ctx, release, by); !errors.Is(err, remote.ErrLate) {
 			return err
 		}
 	}
@@ -231,7 +231,7 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 		if err == nil {
 			err = s.c.DoBy(ctx, ops, by)
 		}
-		if !s.retryLate(err) {
+		if !errors.Is(err, remote.ErrLate) {
 			if err != nil {
 				return false, cur, err
 			}

@@ -94,26 +94,15 @@ type flagHold struct {
 	revAddr, flagged remote.Addr
 }
 
-// holdFlag records that the session set a moving flag with a CAS it posted
-// at time at; dropFlag forgets it when the session is done with it. The
-// flag carries no owner: a waiter that saw it stand still for a lease on
-// its clock undoes or finishes what it guards (waitMoving, repairFlag), so
-// every batch the session posts while it holds the flag must leave by half
-// a lease after at, the other half left for clocks (docs/recovery.md,
-// "Stale writers"): holdFlag sets that as its client's deadline
-// (remote.Client.SetDeadline), and a batch that would leave later is not
-// executed (remote.ErrLate). The operation then gives up where it is, as
-// if its client had crashed there, and starts again (session.attempt); the
-// waiters repair the flag.
-func (s *session) holdFlag(cur cursor, revAddr, flagged remote.Addr, at time.Duration) {
+// holdFlag records that the session set a moving flag; dropFlag forgets it
+// when the session is done with it.
+func (s *session) holdFlag(cur cursor, revAddr, flagged remote.Addr) {
 	s.flag = flagHold{set: true, cur: cur, revAddr: revAddr, flagged: flagged}
-	s.c.SetDeadline(at + s.t.reg.Lease()/2)
 }
 
 // dropFlag forgets the moving flag the session held, unless its client
 // crashed: replace then repairs the flag.
 func (s *session) dropFlag() {
-	s.c.SetDeadline(0)
 	if !s.c.Crashed() {
 		s.flag = flagHold{}
 	}
@@ -228,31 +217,24 @@ func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op
 		if err != nil {
 			return err
 		}
-		if err := s.c.DoBy(ctx, ops, by); !s.retryLate(err) {
+		if err := s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
 			return err
 		}
 	}
 }
 
-// retryLate reports whether err is a batch found late by its own deadline
-// (DoBy: a write under a lock), which the caller checks again and retries.
-// A batch late by the client's deadline (remote.Client.SetDeadline: a
-// moving flag held for half a lease, holdFlag) is not retried: the
-// operation gives up, since every batch it would post is late too.
-func (s *session) retryLate(err error) bool {
-	if !errors.Is(err, remote.ErrLate) {
-		return false
+// flagLost is holding for a header split's or a move's moving flag at
+// revAddr, set to flagged by a CAS this session posted at time at. The
+// flag carries no owner: a waiter undoes it once it stood still for a lease
+// on the waiter's clock (waitMoving, repairFlag). Half a lease after at,
+// that may have happened, so the flag is read again; lost reports that it
+// changed.
+func (s *session) flagLost(ctx context.Context, revAddr, flagged remote.Addr, at time.Duration) (bool, error) {
+	if s.c.Now()-at < s.t.reg.Lease()/2 {
+		return false, nil
 	}
-	d := s.c.Deadline()
-	return d == 0 || s.c.Now() <= d
-}
-
-// flagLost reports whether half a lease has passed since the session
-// posted the CAS that set its moving flag, at time at: a waiter may undo
-// the flag from then on, and the session posts nothing more under it
-// (holdFlag).
-func (s *session) flagLost(at time.Duration) bool {
-	return s.c.Now()-at >= s.t.reg.Lease()/2
+	w, err := s.readWord(ctx, revAddr)
+	return remote.Addr(w) != flagged, err
 }
 
 // holderDead judges the holder of a lock word found held (a tag, possibly

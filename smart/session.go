@@ -3,7 +3,6 @@ package smart
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"runtime"
 	"time"
@@ -192,11 +191,6 @@ func (s *session) attempt(ctx context.Context, what string, fn func() error) err
 	for range s.t.retryBudget {
 		s.retries = 0
 		err := fn()
-		if errors.Is(err, remote.ErrLate) {
-			// A batch past the deadline of a moving flag the operation
-			// held (holdFlag): it gave up there.
-			err = errRestart
-		}
 		if err != errRestart {
 			s.countLookup()
 			return err

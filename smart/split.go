@@ -439,14 +439,16 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 	}
 	// The flag is this session's from here (a crash inside the batch of
 	// the mark leaves it to the waiters: it may be another split's).
-	s.holdFlag(cur, revAddr, revOld|revMoving, flagAt)
+	s.holdFlag(cur, revAddr, revOld|revMoving)
 	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // the flag is always cleared
-	if s.flagLost(flagAt) {
-		// Silent for so long that a waiter may judge the split dead and
-		// undo the flag (repairFlag): publish nothing, leave the flag to
-		// the waiters.
-		return false, cur, errRestart
+	if lost, err := s.flagLost(ctx, revAddr, revOld|revMoving, flagAt); err != nil || lost {
+		// Silent for so long that a waiter may have judged the split dead
+		// and undone the flag (repairFlag): publish nothing.
+		if err == nil {
+			err = errRestart
+		}
+		return false, cur, err
 	}
 	var ok bool
 	var next cursor
