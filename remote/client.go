@@ -130,6 +130,18 @@ func (c *Client) Post(ctx context.Context, ops []Op) error {
 	return nil
 }
 
+// PostBy is Post for a batch that must leave by time by on the client's
+// clock, as DoBy: if it would leave later, nothing of it is executed and
+// PostBy returns ErrLate.
+func (c *Client) PostBy(ctx context.Context, ops []Op, by time.Duration) error {
+	if c.Now() > by {
+		return ErrLate
+	}
+	c.by = by
+	defer func() { c.by = 0 }()
+	return c.Post(ctx, ops)
+}
+
 // ChargeOp charges the client CPU time of one index operation: the
 // simulator's Profile.CPUPerOp in virtual time, nothing on the transports
 // that run in real time (where that CPU time is spent for real). Index code

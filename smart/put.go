@@ -256,13 +256,30 @@ func leafMetaAddr(sl slot) remote.Addr {
 }
 
 // unlockAsync releases a leaf lock without waiting (the protocol does not
-// depend on when it lands).
+// depend on when it lands). Like every batch under the lock it leaves by
+// the lock's deadline (stillHeld; without a heartbeat of its own the first
+// time, so that it posts no verb the release did not): a holder paused past the lease
+// whose lock a waiter took over releases nothing, since its WRITE would
+// release the new holder's lock (RunStalls, seed 2120 of the
+// locked-internal battery: a split found its leaf split by another
+// holder under its own lock).
 func (s *session) unlockAsync(ctx context.Context, sl slot) {
+	ctx = context.WithoutCancel(ctx)
 	lockAddr := leafLockAddr(sl)
-	s.img = putWord(s.img[:0], 0)
-	ops := append(s.batch(), remote.Write(lockAddr, s.img))
-	s.ops = ops
-	_ = s.c.Post(context.WithoutCancel(ctx), ops) // a failure means the pool is closed
+	check := s.stillHeld
+	for {
+		by, err := check(ctx, lockAddr)
+		if err != nil {
+			return // taken over (the lock is the repairer's), or the pool failed
+		}
+		check = s.holding // late: the heartbeat too, or the deadline stays past
+		s.img = putWord(s.img[:0], 0)
+		ops := append(s.batch(), remote.Write(lockAddr, s.img))
+		s.ops = ops
+		if err := s.c.PostBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
+			return // a failure means the pool is closed
+		}
+	}
 }
 
 // writeInPlace writes the new value into a locked leaf born in epoch

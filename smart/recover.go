@@ -154,6 +154,12 @@ func (s *session) holding(ctx context.Context, lockAddr remote.Addr) (time.Durat
 	if _, err := s.m.Touch(ctx, s.c); err != nil {
 		return 0, wrapRemote(err)
 	}
+	return s.stillHeld(ctx, lockAddr)
+}
+
+// stillHeld is holding without the heartbeat: the check, the renewal if
+// the node may have been judged, and the deadline.
+func (s *session) stillHeld(ctx context.Context, lockAddr remote.Addr) (time.Duration, error) {
 	by := s.t.reg.WriteBy()
 	from := s.lockFrom
 	switch {
