@@ -3,9 +3,7 @@ package smart
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"time"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -107,15 +105,17 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	s.holdFlag(cur, revAddr, n.rev|revMoving)
 	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // a flagged node is always moved
-	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, toRev: n.rev, depth: d.pos + 1}
-	if mv.slots, err = s.freeze(ctx, n.addr, n.slots[:n.typ.capacity()], s.flagBy(flagAt)); err != nil {
-		if errors.Is(err, remote.ErrLate) {
-			// Silent for so long that a waiter may judge the mark dead
-			// and clear it: freeze nothing.
-			s.dropUnlinked(la, class)
-			_ = s.dropNode(to, nt, nil)
-			return false, cur, s.abandonFlag(ctx, cur, revAddr)
+	if lost, err := s.flagLost(ctx, revAddr, n.rev|revMoving, flagAt); err != nil || lost {
+		// Silent for so long that a waiter may have judged the mark dead
+		// and cleared it: freeze nothing.
+		if err == nil {
+			err = errRestart
 		}
+		s.dropUnlinked(la, class)
+		return false, cur, s.dropNode(to, nt, err)
+	}
+	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, toRev: n.rev, depth: d.pos + 1}
+	if mv.slots, err = s.freeze(ctx, n.addr, n.slots[:n.typ.capacity()]); err != nil {
 		return false, cur, err
 	}
 	// M3: the new leaf and N', complete before the forward lands.
@@ -160,11 +160,8 @@ func (s *session) backoffRestart() error {
 }
 
 // freeze is M2: it freezes every slot of the node at node (snapshot holds
-// the values last read) and returns what they held, thawed. The first
-// batch, which freezes every slot, leaves by by (0: no deadline), or
-// nothing is frozen and freeze returns remote.ErrLate: a mover posts it by
-// its flag's deadline (flagBy).
-func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot, by time.Duration) ([]slot, error) {
+// the values last read) and returns what they held, thawed.
+func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot) ([]slot, error) {
 	vals := append([]slot(nil), snapshot...)
 	for i := range vals {
 		vals[i] = vals[i].thawed()
@@ -179,13 +176,7 @@ func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot,
 				idx = append(idx, i)
 			}
 		}
-		var err error
-		if by != 0 {
-			err, by = s.c.DoBy(ctx, ops, by), 0
-		} else {
-			err = s.do(ctx, ops)
-		}
-		if err != nil {
+		if err := s.do(ctx, ops); err != nil {
 			return nil, err
 		}
 		for k, i := range idx {
@@ -532,7 +523,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 	}
 	rev &^= revMoving
 	mv := moving{node: node, typ: typ, h: h}
-	if mv.slots, err = s.freeze(ctx, node, snap, 0); err != nil {
+	if mv.slots, err = s.freeze(ctx, node, snap); err != nil {
 		return true, false, err
 	}
 	if !h.isForwarded() {

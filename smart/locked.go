@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
@@ -185,16 +184,14 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 // publishLocked replaces cur's slot under the lock of the node holding it:
 // lock and re-read the slot, write the new structure, then CAS the slot and
 // release the lock. It reports whether the CAS succeeded. leafLock is the
-// word of the leaf lock the caller holds (a leaf split), or nil; flagBy,
-// if not 0, is the deadline of the slot's CAS (a moving flag's commit),
-// past which nothing is published and the lock is released: ErrLate.
+// word of the leaf lock the caller holds (a leaf split), or nil.
 //
 // Every batch goes through holding, which checks (and renews) both locks.
 // Only the release needs the node lock to be still the session's: the
 // slot changes by CAS, as leaf-level operations (delete, out-of-place
 // update) change leaf slots without taking node locks. So a node lock
 // taken over meanwhile (errNodeLost) is just not released.
-func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote.Addr, flagBy time.Duration, ops []remote.Op, repl slot) (bool, cursor, error) {
+func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote.Addr, ops []remote.Op, repl slot) (bool, cursor, error) {
 	parent := cur.node
 	if err := s.lockNode(ctx, parent, s.word[:]); err != nil {
 		return false, cur, err
@@ -222,13 +219,7 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 		} else if leafLock.IsNil() {
 			// Under no lock any more (the flag of a header split or move
 			// guards it: publish).
-			var err error
-			if flagBy != 0 {
-				err = s.c.DoBy(ctx, ops, flagBy)
-			} else {
-				err = s.c.Do(ctx, ops)
-			}
-			if err != nil {
+			if err := s.c.Do(ctx, ops); err != nil {
 				return false, cur, err
 			}
 			break
@@ -236,9 +227,6 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 		by, err := s.holding(ctx, leafLock)
 		if err == errNodeLost {
 			continue
-		}
-		if flagBy != 0 && flagBy < by {
-			by = flagBy
 		}
 		if err == nil {
 			err = s.c.DoBy(ctx, ops, by)
@@ -248,15 +236,6 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 				return false, cur, err
 			}
 			break
-		}
-		if flagBy != 0 && s.c.Now() > flagBy {
-			// The flag's deadline: publish nothing, release the lock.
-			if !s.nodeLock.IsNil() {
-				if err := s.releaseNode(ctx, leafLock); err != nil {
-					return false, cur, err
-				}
-			}
-			return false, cur, remote.ErrLate
 		}
 	}
 	got := slot(ops[0].Old)

@@ -257,11 +257,11 @@ func leafMetaAddr(sl slot) remote.Addr {
 
 // unlockAsync releases a leaf lock without waiting (the protocol does not
 // depend on when it lands). Like every batch under the lock it leaves by
-// the lock's deadline (stillHeld; without a heartbeat of its own the first
-// time, so that it posts no verb the release did not): a holder paused past the lease
-// whose lock a waiter took over releases nothing, since its WRITE would
-// release the new holder's lock (RunStalls, seed 2120 of the
-// locked-internal battery: a split found its leaf split by another
+// the lock's deadline (stillHeld, without a heartbeat of its own the first
+// time, so that it posts no verb the release did not): a holder paused
+// past the lease whose lock a waiter took over releases nothing, since
+// its WRITE would release the new holder's lock (RunStalls, seed 2120 of
+// the locked-internal battery: a split found its leaf split by another
 // holder under its own lock).
 func (s *session) unlockAsync(ctx context.Context, sl slot) {
 	ctx = context.WithoutCancel(ctx)
@@ -269,6 +269,9 @@ func (s *session) unlockAsync(ctx context.Context, sl slot) {
 	check := s.stillHeld
 	for {
 		by, err := check(ctx, lockAddr)
+		if err == errNodeLost {
+			continue // a node lock held too was taken over; the leaf's is kept
+		}
 		if err != nil {
 			return // taken over (the lock is the repairer's), or the pool failed
 		}

@@ -229,43 +229,18 @@ func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op
 	}
 }
 
-// flagBy returns the deadline of a moving flag's commit, the batch after
-// which the flag's change is the protocol's rather than its setter's (a
-// split's publishing CAS, a move's first freeze: repairers finish it from
-// then on and never undo it), for a flag whose CAS was posted at time at.
-// The flag carries no owner: a waiter that saw it stand still for a lease
-// on its clock undoes it (waitMoving, repairFlag), and another operation
-// may then set the same word again. So the commit must land within half a
-// lease of at (the other half is left for clocks); a setter that would
-// post it later gives its flag up (abandonFlag). Without the deadline, a
-// mover paused past the lease froze a node whose flag a waiter had undone
-// and a header split had set again; the split then cleared the flag, and
-// the node stayed frozen and forwarded with no flag to repair it by
-// (TestBatteryReclaim's plain-goroutine runs: a scan that met moving nodes
-// 64 times, a linked node with a forwarded header).
-func (s *session) flagBy(at time.Duration) time.Duration {
-	return at + s.t.reg.Lease()/2
-}
-
-// abandonFlag gives up the moving flag at revAddr that the session set on
-// the object cur's slot links, having changed nothing under it, and returns
-// errRestart. It must not clear the flag itself: a waiter may have undone
-// it and another operation set the same word since. So it waits as a waiter
-// does (waitMoving): until the flag clears or changes, or stands still for
-// a lease; then, if it still names cur's slot, it undoes it (repairFlag).
-// A flag that a parent's move pointed elsewhere meanwhile is left to
-// waiters that come through its new slot, or to Recover.
-func (s *session) abandonFlag(ctx context.Context, cur cursor, revAddr remote.Addr) error {
-	err := s.waitMoving(context.WithoutCancel(ctx), revAddr, func(ctx context.Context, rev remote.Addr) error {
-		if rev&^revMoving != cur.addr {
-			return nil
-		}
-		return s.repairFlag(cur, revAddr)(ctx, rev)
-	})
-	if err != nil {
-		return err
+// flagLost is holding for a header split's or a move's moving flag at
+// revAddr, set to flagged by a CAS this session posted at time at. The
+// flag carries no owner: a waiter undoes it once it stood still for a lease
+// on the waiter's clock (waitMoving, repairFlag). Half a lease after at,
+// that may have happened, so the flag is read again; lost reports that it
+// changed.
+func (s *session) flagLost(ctx context.Context, revAddr, flagged remote.Addr, at time.Duration) (bool, error) {
+	if s.c.Now()-at < s.t.reg.Lease()/2 {
+		return false, nil
 	}
-	return errRestart
+	w, err := s.readWord(ctx, revAddr)
+	return remote.Addr(w) != flagged, err
 }
 
 // holderDead judges the holder of a lock word found held (a tag, possibly

@@ -3,7 +3,6 @@ package smart
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
@@ -192,7 +191,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	var ok bool
 	var next cursor
 	if s.t.opts.LockedInternal && cur.node != 0 {
-		ok, next, err = s.publishLocked(ctx, cur, leafLockAddr(cur.sl), 0, ops, repl)
+		ok, next, err = s.publishLocked(ctx, cur, leafLockAddr(cur.sl), ops, repl)
 	} else {
 		ops, err = s.linkUnder(ctx, leafLockAddr(cur.sl), ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
 		if err == nil {
@@ -443,22 +442,25 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 	s.holdFlag(cur, revAddr, revOld|revMoving)
 	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // the flag is always cleared
+	if lost, err := s.flagLost(ctx, revAddr, revOld|revMoving, flagAt); err != nil || lost {
+		// Silent for so long that a waiter may have judged the split dead
+		// and undone the flag (repairFlag): publish nothing.
+		if err == nil {
+			err = errRestart
+		}
+		return false, cur, err
+	}
 	var ok bool
 	var next cursor
 	var err error
 	if s.t.opts.LockedInternal && cur.node != 0 {
-		ok, next, err = s.publishLocked(ctx, cur, 0, s.flagBy(flagAt), ops, repl)
+		ok, next, err = s.publishLocked(ctx, cur, 0, ops, repl)
 	} else {
 		ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
-		if err = s.c.DoBy(ctx, ops, s.flagBy(flagAt)); err == nil {
+		if err = s.do(ctx, ops); err == nil {
 			got := slot(ops[len(ops)-1].Old)
 			ok, next = got == cur.sl, cur.with(got)
 		}
-	}
-	if errors.Is(err, remote.ErrLate) {
-		// Silent for so long that a waiter may judge the split dead and
-		// undo the flag (repairFlag): publish nothing.
-		return false, cur, s.abandonFlag(ctx, cur, revAddr)
 	}
 	if err != nil || !ok {
 		if cerr := s.clearFlag(ctx, revAddr, revOld|revMoving); err == nil {
@@ -604,9 +606,9 @@ func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, t
 
 // revCleared finishes a header split's move of node's reverse pointer to
 // newRev when the CAS rev found the flag cleared: a waiter judged the split
-// dead after a lease and undid the flag (repairFlag), having read the slot
-// before the split's publishing CAS landed. The split is published all
-// the same, and this client knows where the node is now.
+// dead after a lease without a heartbeat and undid the flag (repairFlag)
+// while this client was paused, after flagLost's check. The split is
+// published all the same, and this client knows where the node is now.
 func (s *session) revCleared(ctx context.Context, node remote.Addr, rev *remote.Op, oldRev, newRev remote.Addr) error {
 	if rev.Kind != remote.OpCAS || rev.Succeeded() || remote.Addr(rev.Old) != oldRev&^revMoving {
 		return nil
