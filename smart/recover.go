@@ -532,11 +532,28 @@ func (s *session) repairFlag(cur cursor, revAddr remote.Addr) func(context.Conte
 }
 
 // lowerTo raises the header depth of the node at a to depth (dropping the
-// prefix bytes now matched above it) unless it is there already.
+// prefix bytes now matched above it) unless it is there already; if the
+// node moved, the depth is raised in its last successor.
 func (s *session) lowerTo(ctx context.Context, a remote.Addr, depth int) error {
 	hdr := a.Add(nodeHeaderOff)
 	w, err := s.readWord(ctx, hdr)
-	for h := header(w); err == nil && h.depth() < depth; h = header(w) {
+	hops := 0
+	for h := header(w); err == nil; h = header(w) {
+		if h.isForwarded() {
+			// The node moved: its successor took the header as it was
+			// (a move after a header split published, before the split
+			// raised the depth), so the depth is raised there.
+			if hops++; hops > maxMoves {
+				return corruptf("node %v: more than %d forwards", a, maxMoves)
+			}
+			a = h.successor()
+			hdr = a.Add(nodeHeaderOff)
+			w, err = s.readWord(ctx, hdr)
+			continue
+		}
+		if h.depth() >= depth {
+			break
+		}
 		if depth-h.depth() > h.prefixLen() {
 			return corruptf("node %v: header %#x cannot move to depth %d", a, uint64(h), depth)
 		}

@@ -594,6 +594,12 @@ func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, t
 		// its depth reaches target (depths only grow).
 		h = header(last.Old)
 		ops = s.batch()
+		if h.isForwarded() {
+			// The node moved after this split published it: its
+			// successor took its header as it was, so the depth is
+			// raised there (lowerTo follows the forwards).
+			return s.lowerTo(ctx, node, target)
+		}
 	}
 	if len(ops) > 0 {
 		if err := s.do(ctx, ops); err != nil {
