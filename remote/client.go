@@ -29,7 +29,7 @@ type Client struct {
 	faulty atomic.Bool // a fault is armed or struck (crash.go)
 	fault  fault
 
-	by time.Duration // DoBy's deadline for the batch being executed (0: none)
+	by time.Duration // the deadline of the batch being executed (runBy; 0: none)
 }
 
 type chunk struct{ cur, end uint64 }
@@ -77,21 +77,7 @@ func (c *Client) FAA(ctx context.Context, a Addr, delta uint64) (old uint64, err
 // memory node execute in posting order; verbs to different memory nodes
 // proceed in parallel. On return READ buffers are filled and Old is set. If
 // any verb is invalid, nothing is executed and the error names the verb.
-func (c *Client) Do(ctx context.Context, ops []Op) error {
-	if err := c.check(ctx, ops); err != nil || len(ops) == 0 {
-		return err
-	}
-	if c.faulted() {
-		if done, err := c.strike(ctx, ops); done {
-			return err
-		}
-	}
-	if err := c.pool.t.exec(ctx, c, ops, true); err != nil {
-		return err
-	}
-	c.stats.countBatch(ops, true)
-	return nil
-}
+func (c *Client) Do(ctx context.Context, ops []Op) error { return c.run(ctx, ops, true) }
 
 // DoBy is Do for a batch that must leave by time by on the client's clock
 // (Now): a write under a lease, which others may act against once it has
@@ -102,19 +88,24 @@ func (c *Client) Do(ctx context.Context, ops []Op) error {
 // check right before they hand the batch to the memory nodes, which leaves
 // only the time the verbs take to leave the machine.
 func (c *Client) DoBy(ctx context.Context, ops []Op, by time.Duration) error {
-	if c.Now() > by {
-		return ErrLate
-	}
-	c.by = by
-	defer func() { c.by = 0 }()
-	return c.Do(ctx, ops)
+	return c.runBy(ctx, ops, by, true)
 }
 
 // Post posts ops unsignaled: the client does not wait for completion and
 // the results (Old, READ contents) are not delivered. Verbs still execute in
 // posting order per memory node, after every verb the client posted before.
 // Use it only where the protocol does not depend on the outcome.
-func (c *Client) Post(ctx context.Context, ops []Op) error {
+func (c *Client) Post(ctx context.Context, ops []Op) error { return c.run(ctx, ops, false) }
+
+// PostBy is Post for a batch that must leave by time by on the client's
+// clock, as DoBy: if it would leave later, nothing of it is executed and
+// PostBy returns ErrLate.
+func (c *Client) PostBy(ctx context.Context, ops []Op, by time.Duration) error {
+	return c.runBy(ctx, ops, by, false)
+}
+
+// run executes ops, signaled (Do) or not (Post).
+func (c *Client) run(ctx context.Context, ops []Op, signaled bool) error {
 	if err := c.check(ctx, ops); err != nil || len(ops) == 0 {
 		return err
 	}
@@ -123,23 +114,21 @@ func (c *Client) Post(ctx context.Context, ops []Op) error {
 			return err
 		}
 	}
-	if err := c.pool.t.exec(ctx, c, ops, false); err != nil {
+	if err := c.pool.t.exec(ctx, c, ops, signaled); err != nil {
 		return err
 	}
-	c.stats.countBatch(ops, false)
+	c.stats.countBatch(ops, signaled)
 	return nil
 }
 
-// PostBy is Post for a batch that must leave by time by on the client's
-// clock, as DoBy: if it would leave later, nothing of it is executed and
-// PostBy returns ErrLate.
-func (c *Client) PostBy(ctx context.Context, ops []Op, by time.Duration) error {
+// runBy is run for a batch that must leave by time by (DoBy, PostBy).
+func (c *Client) runBy(ctx context.Context, ops []Op, by time.Duration, signaled bool) error {
 	if c.Now() > by {
 		return ErrLate
 	}
 	c.by = by
 	defer func() { c.by = 0 }()
-	return c.Post(ctx, ops)
+	return c.run(ctx, ops, signaled)
 }
 
 // ChargeOp charges the client CPU time of one index operation: the

@@ -126,7 +126,7 @@ func (c *Client) faulted() bool {
 // lands and returns ErrCrashed. The prefix is executed to completion, so
 // that what a crash leaves is in memory when the call returns (the stopped
 // client learns nothing of it). A stall that is due comes first; a batch
-// of DoBy that it makes late returns ErrLate.
+// with a deadline (DoBy, PostBy) that it makes late returns ErrLate.
 func (c *Client) strike(ctx context.Context, ops []Op) (done bool, err error) {
 	if c.fault.crashed.Load() {
 		return true, ErrCrashed
