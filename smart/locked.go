@@ -80,26 +80,6 @@ func (s *session) giveBack(ctx context.Context) error {
 	return s.c.Do(ctx, release)
 }
 
-// doUnderNode executes ops, a batch written under the node lock the
-// session holds (its last verb may release it) and under no leaf lock:
-// holding confirms the lock (renewing it after a silence) and the batch
-// leaves by the deadline it returns, or the check runs again. If the lock
-// was taken over, nothing of ops runs and doUnderNode returns errRestart.
-func (s *session) doUnderNode(ctx context.Context, ops []remote.Op) error {
-	for {
-		by, err := s.holding(ctx, 0)
-		switch {
-		case err == errNodeLost:
-			return errRestart
-		case err != nil:
-			return err
-		}
-		if err := s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
-			return err
-		}
-	}
-}
-
 // releaseNode releases the node lock the session holds, with the leaf lock
 // at leafLock held too (nil: none): by a WRITE that leaves by holding's
 // deadline, or not at all if a waiter took the lock over meanwhile.

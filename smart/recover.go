@@ -204,23 +204,29 @@ func (s *session) stillHeld(ctx context.Context, lockAddr remote.Addr) (time.Dur
 	return s.t.reg.WriteBy(), nil
 }
 
-// doUnder executes ops, a batch written under the leaf lock whose word is
-// at lock (nil: none, a plain do; the node lock the session holds in the
-// locked-internal variant: doUnderNode): holding confirms the lock, and
-// the batch must leave by the deadline it returns (remote.Client.DoBy); if
-// it would leave later (the client stalled), nothing of it runs and the
-// check runs again.
+// doUnder executes ops, a batch written under the lock whose word is at
+// lock (a leaf's; the node lock the session holds in the locked-internal
+// variant; nil: none, a plain do): holding confirms the lock, and the batch
+// must leave by the deadline it returns (remote.Client.DoBy); if it would
+// leave later (the client stalled), nothing of it runs and the check runs
+// again. If the batch is under the node lock alone and a waiter took it
+// over, nothing of it runs and doUnder returns errRestart; under a leaf
+// lock, a node lock held besides that was taken over is errNodeLost.
 func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op) error {
-	switch {
-	case lock.IsNil():
+	if lock.IsNil() {
 		return s.do(ctx, ops)
-	case lock == s.nodeLock:
-		return s.doUnderNode(ctx, ops)
+	}
+	leaf := lock
+	if lock == s.nodeLock {
+		leaf = 0 // holding covers the node lock the session holds
 	}
 	s.ops = ops
 	for {
-		by, err := s.holding(ctx, lock)
-		if err != nil {
+		by, err := s.holding(ctx, leaf)
+		switch {
+		case err == errNodeLost && leaf.IsNil():
+			return errRestart
+		case err != nil:
 			return err
 		}
 		if err := s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
