@@ -40,7 +40,7 @@ import (
 // ErrContention (a crashed holder's lock must not stall the others), and
 // that some operation did crash (or the run proved nothing; a run that
 // injected no crash is made again with the next seed, at most
-// crashAttempts times in all). Rerun a failure with the -seed it logs.
+// faultAttempts times in all). Rerun a failure with the -seed it logs.
 func RunCrashRandom(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	cns, per, ops := 3, 16, 80
@@ -75,29 +75,36 @@ func RunCrashRandom(t *testing.T, tg Target) {
 	}
 }
 
-// crashAttempts is how many runs runCrashing makes, each with the next
-// seed, while a run injects no crash.
-const crashAttempts = 3
+// faultAttempts is how many runs runInjected makes, each with the next
+// seed, while a run injects no fault.
+const faultAttempts = 3
 
-// runCrashing runs run on a new pool of mode m with the test's seed, and
-// again with the next seeds while the run injected no crash, at most
-// crashAttempts times; it returns the last run and its seed. The crashes
-// come at exponential intervals, so a short run now and then draws none
-// (in -short mode about one run in a thousand: Sherman's
-// TestCrashBattery/span6/random/mixed-inorder with -seed=3273940474100741
-// drew its first crash after the 334 µs of virtual time its workload took)
-// and proves nothing; the runs stay a function of the test's seed.
-func runCrashing(t *testing.T, m simMode, run func(pool *remote.Pool, seed uint64) mixedRun) (mixedRun, uint64) {
+// runInjected runs run on a new pool of mode m with the test's seed, and
+// again with the next seeds while done reports that the run proved
+// nothing (no fault was injected), at most faultAttempts times; it returns
+// the last run and its seed. Faults come at exponential intervals, so a
+// short run now and then draws none (in -short mode about one run in a
+// thousand: Sherman's TestCrashBattery/span6/random/mixed-inorder with
+// -seed=3273940474100741 drew its first crash after the 334 µs of virtual
+// time its workload took; its span6/stalls/strict-pause-600µs under -race
+// drew no stall); the runs stay a function of the test's seed.
+func runInjected(t *testing.T, m simMode, run func(pool *remote.Pool, seed uint64) mixedRun, done func(mixedRun) bool) (mixedRun, uint64) {
 	t.Helper()
 	seed := seedFor(t)
 	for attempt := 1; ; attempt++ {
 		out := run(newPool(t, m.config(seed)), seed)
-		if out.crashes > 0 || attempt == crashAttempts {
+		if done(out) || attempt == faultAttempts {
 			return out, seed
 		}
-		t.Logf("seed %#x injected no crash in %d operations: again with the next seed", seed, out.ops)
+		t.Logf("seed %#x injected no fault in %d operations: again with the next seed", seed, out.ops)
 		seed++
 	}
+}
+
+// runCrashing is runInjected until a run injects a crash.
+func runCrashing(t *testing.T, m simMode, run func(pool *remote.Pool, seed uint64) mixedRun) (mixedRun, uint64) {
+	t.Helper()
+	return runInjected(t, m, run, func(out mixedRun) bool { return out.crashes > 0 })
 }
 
 // reportCrashRun reports the problems and counters of a crash run and

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/dmindex/dmindex/remote"
 )
 
 // RunStalls runs the mixed workload of RunSim in the simulator while
@@ -38,22 +40,12 @@ func RunStalls(t *testing.T, tg Target) {
 		for _, leases := range []float64{0.6, 1.5} {
 			pause := time.Duration(leases * float64(tg.Lease))
 			t.Run(fmt.Sprintf("%s-pause-%v", m.name, pause), func(t *testing.T) {
-				// A short run now and then draws no stall (Sherman's span6
-				// strict run under -short -race did): again with the next
-				// seeds, as runCrashing does, at most crashAttempts times.
-				var out mixedRun
-				seed := seedFor(t)
-				for attempt := 1; ; attempt++ {
-					pool := newPool(t, m.config(seed))
+				// A run that failed is reported, whether it stalled or not.
+				out, seed := runInjected(t, m, func(pool *remote.Pool, seed uint64) mixedRun {
 					w := &workload{tg: tg, perCN: per, ops: ops, ownKeys: 8, hot: 6, hotPct: 5, stable: 60, seed: seed,
 						clock: func() int64 { return int64(pool.Now()) }, stallFrac: 0.02, stallPause: pause}
-					out = runMixed(t.Context(), tg, pool, "idx", w, cns)
-					if out.stalls > 0 || len(out.problems) > 0 || attempt == crashAttempts {
-						break
-					}
-					t.Logf("seed %#x stalled no client in %d operations: again with the next seed", seed, out.ops)
-					seed++
-				}
+					return runMixed(t.Context(), tg, pool, "idx", w, cns)
+				}, func(out mixedRun) bool { return out.stalls > 0 || len(out.problems) > 0 })
 				for _, p := range out.problems {
 					t.Errorf("%s, pauses of %v, seed %#x: %s", m.name, pause, seed, p)
 				}

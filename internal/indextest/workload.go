@@ -145,7 +145,7 @@ type workload struct {
 	// stallFrac, if positive, pauses clients for stallPause
 	// (Pool.InjectStalls) while the workload runs, at a rate meant to
 	// pause about that share of the operations, and no more than
-	// crashCapFactor times that many. A stall changes no outcome: every
+	// faultCapFactor times that many. A stall changes no outcome: every
 	// operation is still checked exactly.
 	stallFrac  float64
 	stallPause time.Duration
@@ -638,9 +638,9 @@ type mixedRun struct {
 	digest     uint64       // hash of the final full scan and of the history
 }
 
-// crashCapFactor sets the caps of crash and stall injection in multiples of
+// faultCapFactor sets the caps of crash and stall injection in multiples of
 // the faults workload.crashFrac and stallFrac ask for.
-const crashCapFactor = 1.5
+const faultCapFactor = 1.5
 
 // runMixed opens the index called name on cns new compute nodes of pool
 // (concurrently),
@@ -701,12 +701,12 @@ func runMixed(ctx context.Context, tg Target, pool *remote.Pool, name string, w 
 	}
 	total := float64(len(w.idxs) * w.perCN * w.ops)
 	if w.crashFrac > 0 {
-		w.crashPool, w.crashCap = pool, uint64(math.Ceil(crashCapFactor*w.crashFrac*total))
+		w.crashPool, w.crashCap = pool, uint64(math.Ceil(faultCapFactor*w.crashFrac*total))
 		pool.InjectCrashes(w.rateFor(w.crashFrac, pool.Now()-start), w.seed)
 	}
 	if w.stallFrac > 0 {
 		pool.InjectStalls(remote.Stalls{Rate: w.rateFor(w.stallFrac, pool.Now()-start), Pause: w.stallPause,
-			Max: uint64(math.Ceil(crashCapFactor * w.stallFrac * total)), Seed: w.seed})
+			Max: uint64(math.Ceil(faultCapFactor * w.stallFrac * total)), Seed: w.seed})
 	}
 	res := w.start(ctx, pool, &wg)
 	if !phase("workload") {
