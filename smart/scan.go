@@ -697,6 +697,15 @@ func (sc *scanner) node(ctx context.Context, next []entry, e *entry, buf []byte)
 		}
 		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
 	}
+	if e.snap && remote.Addr(binary.LittleEndian.Uint64(buf[nodeRevOff:])) != e.cur.addr {
+		// The slot value came from the cache, and the node's reverse
+		// pointer names another slot, or carries a moving flag: a header
+		// split may have published a new node above it and not yet
+		// lowered its header, which then reads as the snapshot expects
+		// while the new node holds keys the snapshot cannot show (what
+		// session.stale checks for point operations). Read the slot.
+		return sc.reread(ctx, next, e)
+	}
 	depth := int(e.pathLen) + 1
 	if e.root {
 		depth = 0
