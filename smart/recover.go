@@ -505,7 +505,8 @@ func (s *session) redoOps(ctx context.Context, ops []remote.Op, target remote.Ad
 // repairFlag returns the repair of a moving flag left on the reverse
 // pointer at revAddr of the object cur's slot led to, by a split that
 // stood still for a lease: read the slot again; if it still holds the
-// object and the flag names it, the split never published: clear the flag.
+// object, unfrozen, and the flag names it, the split never published:
+// clear the flag.
 // If the flag names another slot, the split published and the object is
 // now in cur's slot, which the traversal reached through the new node:
 // move the reverse pointer there (I5), after lowering a node's header to
@@ -521,7 +522,11 @@ func (s *session) repairFlag(cur cursor, revAddr remote.Addr) func(context.Conte
 			}
 		}
 		w, err := s.readWord(ctx, cur.addr)
-		if err != nil || slot(w).addr() != cur.sl.addr() {
+		if err != nil || slot(w).isFrozen() || slot(w).addr() != cur.sl.addr() {
+			// A frozen slot still names the object, but its node is
+			// moving or moved: the object's reverse pointer belongs in the
+			// successor's slot (a move keeps the flag there, M4), and the
+			// traversal restarts.
 			return err
 		}
 		if rev&^revMoving != cur.addr && !cur.sl.isLeaf() {

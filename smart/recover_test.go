@@ -3,6 +3,7 @@ package smart
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -467,4 +468,87 @@ func TestHeaderSplitDiedAfterPublish(t *testing.T) {
 		}
 		return
 	}
+}
+
+// TestRepairFlagThroughFrozenSlot: a header split of node C waits on C's
+// moving flag, set by a move of C whose client went silent right after it
+// (M1), and reached C through the slot P of C's parent, which has moved
+// since: the parent's move carried C's reverse pointer, flag and all, to
+// the successor's slot X (M4), and froze P. After a lease the waiter
+// repairs the flag. P still names C (frozen), so the repair took the
+// pointer for one that a header split left behind and moved it back to P:
+// C's reverse pointer named a slot of a node that was no longer linked,
+// and every later move of C's parent waited for it for ever
+// (TestBatteryReclaim/out-of-place-tiny-cache/stalls/skew-pause-300µs
+// -seed=4090 at f8596f3: 2,701 of 3,840 operations failed).
+func TestRepairFlagThroughFrozenSlot(t *testing.T) {
+	ctx := context.Background()
+	// Under the root's "a": the parent, with C ("b") and the leaf "ac1".
+	// C, with the prefix "xy", holds "abxy1" and "abxy2". Keys "ad1",
+	// "ae1", … grow the parent, "abz" splits C's header.
+	keys := [][]byte{[]byte("abxy1"), []byte("abxy2"), []byte("ac1")}
+	split := []byte("abz")
+	tr, p := newTree(t, remote.Config{MemoryNodes: 2, Sim: &remote.SimConfig{Seed: 1}}, Options{Lease: time.Millisecond})
+	for _, k := range keys {
+		if err := tr.Put(ctx, k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, d := descendTo(t, tr, split, atMismatch) // at C, through P
+	c, parentSlot := d.cur.sl.addr(), d.cur.addr
+	// The silent mover's M1.
+	if old, err := p.NewComputeNode().NewClient().CAS(ctx, c.Add(nodeRevOff), uint64(parentSlot), uint64(parentSlot|revMoving)); err != nil || remote.Addr(old) != parentSlot {
+		t.Fatalf("C's reverse pointer read %#x (%v), want %v", old, err, parentSlot)
+	}
+	// Children of the parent until it moves.
+	for b := byte('d'); ; b++ {
+		if b > 'z' {
+			t.Fatal("the parent did not move: the test tests nothing")
+		}
+		if err := tr.Put(ctx, []byte{'a', b, '1'}, []byte{b}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := a.readWord(ctx, parentSlot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot(w).isFrozen() {
+			break
+		}
+	}
+	rev, err := a.readWord(ctx, c.Add(nodeRevOff))
+	if err != nil || remote.Addr(rev)&revMoving == 0 || remote.Addr(rev)&^revMoving == parentSlot {
+		t.Fatalf("C's reverse pointer after its parent's move: %#x, %v; want the successor's slot, flagged", rev, err)
+	}
+	if _, _, err := a.splitHeader(ctx, d, split, split); err != nil && !errors.Is(err, errRestart) {
+		t.Fatal(err)
+	}
+	if rev, err = a.readWord(ctx, c.Add(nodeRevOff)); err != nil || remote.Addr(rev)&^revMoving == parentSlot {
+		t.Fatalf("the repair moved C's reverse pointer back to the frozen slot %v of its parent (%#x, %v)", parentSlot, rev, err)
+	}
+	tr.release(a)
+	if err := tr.Put(ctx, split, split); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// frozenSlots reports whether any slot of the node sl names is frozen.
+func frozenSlots(t *testing.T, s *session, sl slot) bool {
+	t.Helper()
+	buf := make([]byte, sl.nodeType().readBytes())
+	if err := s.c.Read(context.Background(), sl.addr(), buf); err != nil {
+		t.Fatal(err)
+	}
+	for i := range sl.nodeType().capacity() {
+		if slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).isFrozen() {
+			return true
+		}
+	}
+	return false
 }
