@@ -95,7 +95,7 @@ func (s *session) stale(cur cursor, rev remote.Addr) bool {
 	if !cur.cached || rev == cur.addr {
 		return false
 	}
-	if rev&^revMoving != cur.addr {
+	if revSlot(rev) != cur.addr {
 		s.dropEntry()
 	}
 	return true

@@ -89,7 +89,8 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	revAddr := n.addr.Add(nodeRevOff)
 	// M1: the mark; fails if a header split or another move of N is under way.
 	flagAt := s.c.Now()
-	old, err := s.c.CAS(ctx, revAddr, uint64(n.rev), uint64(n.rev|revMoving))
+	flagged := s.flagOf(n.rev)
+	old, err := s.c.CAS(ctx, revAddr, uint64(n.rev), uint64(flagged))
 	if err == nil && old != uint64(n.rev) {
 		err = s.waitMoving(ctx, revAddr, s.repairFlag(cur, revAddr))
 		if err == nil {
@@ -102,10 +103,10 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	}
 	// The flag is this session's from here (a crash inside the CAS leaves
 	// it to the waiters: it may be another mover's).
-	s.holdFlag(cur, revAddr, n.rev|revMoving)
+	s.holdFlag(cur, revAddr, flagged)
 	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // a flagged node is always moved
-	if lost, err := s.flagLost(ctx, revAddr, n.rev|revMoving, flagAt); err != nil || lost {
+	if lost, err := s.flagLost(ctx, revAddr, flagged, flagAt); err != nil || lost {
 		// Silent for so long that a waiter may have judged the mark dead
 		// and cleared it: freeze nothing.
 		if err == nil {
@@ -134,7 +135,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 		s.dropUnlinked(la, class)
 		return false, cur, s.dropNode(to, nt, errRestart)
 	}
-	published, err := s.completeMove(ctx, &mv, n.rev, cur.sl)
+	published, err := s.completeMove(ctx, &mv, flagged, cur.sl)
 	if err == nil && published && mv.toRev == cur.addr {
 		// Linked at the slot that led here: cache N' as published, so that
 		// the next operation through it does not meet N's forward.
@@ -226,15 +227,16 @@ func (s *session) forward(ctx context.Context, mv *moving, rev remote.Addr, extr
 }
 
 // completeMove is M4–M6 of the move of mv.node, whose successor mv.to
-// holds mv.slots (thawed) at the same indexes, from the reverse pointer rev
-// (the parent slot) read with the node, which held pw (0: unknown): point
+// holds mv.slots (thawed) at the same indexes, from the node's reverse
+// pointer as its move flagged it (naming the parent slot, which held pw; 0:
+// unknown): point
 // the children at their new slots (one batch, then again for those whose
 // CAS failed), publish, and mark N unlinked. The children come first so
 // that N' is complete before it is linked (I3): nothing can build on a
 // child of N' before the publish, since N's slots are frozen. Anyone may
 // run it (the mover, or a repairer of a mover that died): every step is
 // idempotent. published reports whether this call linked N'.
-func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr, pw slot) (published bool, err error) {
+func (s *session) completeMove(ctx context.Context, mv *moving, flagged remote.Addr, pw slot) (published bool, err error) {
 	// M4: every child's reverse pointer to its new slot.
 	ops := s.batch()
 	for i, sl := range mv.slots {
@@ -262,7 +264,7 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 	}
 	// M5: publish.
 	revAddr := mv.node.Add(nodeRevOff)
-	p := rev
+	p := revSlot(flagged)
 	for attempt := 0; ; attempt++ {
 		if pw.isEmpty() {
 			w, err := s.readWord(ctx, p)
@@ -288,8 +290,8 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 			if rw == 0 {
 				return false, nil // another completer finished the move (M6)
 			}
-			if np := remote.Addr(rw) &^ revMoving; np != p {
-				p, mv.parent = np, 0
+			if np := revSlot(remote.Addr(rw)); np != p {
+				p, flagged, mv.parent = np, remote.Addr(rw), 0
 			} else if mv.parent != 0 && attempt%judgeEvery == judgeEvery-1 {
 				if err := s.awaitMove(ctx, mv.parent); err != nil {
 					return false, err
@@ -343,7 +345,7 @@ func (s *session) completeMove(ctx context.Context, mv *moving, rev remote.Addr,
 	// never lands, its client dead, is cleared by a repairer after a
 	// lease); the only value it can replace is p|moving, since N is no
 	// longer any parent's child.
-	s.lockOps[0] = remote.CAS(revAddr, uint64(p|revMoving), 0)
+	s.lockOps[0] = remote.CAS(revAddr, uint64(flagged), 0)
 	return published, s.c.Post(ctx, s.lockOps[:1])
 }
 
@@ -362,11 +364,11 @@ func (s *session) fixRev(ctx context.Context, mv *moving, i int) error {
 		if err != nil {
 			return err
 		}
-		switch a := remote.Addr(w) &^ revMoving; a {
+		switch a := revSlot(remote.Addr(w)); a {
 		case to:
 			return nil
 		case from:
-			old, err := s.c.CAS(ctx, at, w, uint64(to)|w&uint64(revMoving))
+			old, err := s.c.CAS(ctx, at, w, uint64(to)|w&uint64(revFlag))
 			if err != nil || old == w {
 				return err
 			}
@@ -416,7 +418,7 @@ func (s *session) movePublished(ctx context.Context, mv *moving) (bool, error) {
 	if err != nil || rw == 0 {
 		return true, err
 	}
-	pw, err := s.readWord(ctx, remote.Addr(rw)&^revMoving)
+	pw, err := s.readWord(ctx, revSlot(remote.Addr(rw)))
 	if err != nil {
 		return false, err
 	}
@@ -516,12 +518,12 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 	if typ == node256 {
 		return true, false, corruptf("NODE_256 %v is moving", node)
 	}
-	if rev&^revMoving == 0 {
+	if revSlot(rev) == 0 {
 		// Moved out and unlinked (M6): the flag is a stale operation's,
 		// which fails on the slot it read and clears it.
 		return true, false, nil
 	}
-	rev &^= revMoving
+	flagged, rev := rev, revSlot(rev)
 	mv := moving{node: node, typ: typ, h: h}
 	if mv.slots, err = s.freeze(ctx, node, snap); err != nil {
 		return true, false, err
@@ -550,7 +552,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 		}
 		mv.depth = header(nh).depth() + header(nh).prefixLen() + 1
 	}
-	published, err = s.completeMove(ctx, &mv, rev, 0)
+	published, err = s.completeMove(ctx, &mv, flagged, 0)
 	if published {
 		// Only a publish repairs what readers could see: a move that
 		// published and died before its last step left its node unlinked.
@@ -567,7 +569,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 // If so it waits for those moves (repairing them after a lease), moves the
 // pointer to cur's slot itself, and reports true.
 func (s *session) unfinishedMove(ctx context.Context, cur cursor, rev remote.Addr) (bool, error) {
-	rev &^= revMoving
+	rev = revSlot(rev)
 	if s.t.opts.PaperNodes || cur.node == 0 || rev == cur.addr || rev == 0 {
 		return false, nil
 	}

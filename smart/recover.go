@@ -36,8 +36,9 @@ import (
 //
 // Every step is decided from remote state only and is idempotent, so a
 // repairer that dies mid-repair leaves its own tag, and the next one starts
-// over. A header split's moving flag carries no owner; waitMoving judges it
-// by time and repairFlag finishes or undoes the split.
+// over. A header split's moving flag carries no owner, only a nonce that
+// tells it from a later flag on the same word (revNonce); waitMoving judges
+// it by time and repairFlag finishes or undoes the split.
 
 // repairBit marks a lock word taken over by a repairer.
 const repairBit = 1 << 61
@@ -92,6 +93,23 @@ type flagHold struct {
 	set              bool
 	cur              cursor
 	revAddr, flagged remote.Addr
+}
+
+// flagOf returns the reverse pointer rev flagged by the session's next
+// moving flag: revMoving and a nonce (revNonce) drawn from the session's
+// registry tag, unique in the cluster, and the count of its flags, so that
+// two flags set on one word one after the other differ but by a chance of
+// one in 1,024, and a run in the simulator repeats exactly.
+func (s *session) flagOf(rev remote.Addr) remote.Addr {
+	s.flags++
+	x := s.flags * 0x9e3779b97f4a7c15
+	if s.m != nil {
+		x ^= s.m.Tag() * 0xbf58476d1ce4e5b9
+	}
+	x ^= x >> 29
+	x *= 0x94d049bb133111eb
+	x ^= x >> 32
+	return rev | revMoving | remote.Addr(x&0x7f)<<56 | remote.Addr(x>>7&7)
 }
 
 // holdFlag records that the session set a moving flag; dropFlag forgets it
@@ -240,7 +258,7 @@ func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op
 // flag carries no owner: a waiter undoes it once it stood still for a lease
 // on the waiter's clock (waitMoving, repairFlag). Half a lease after at,
 // that may have happened, so the flag is read again; lost reports that it
-// changed.
+// changed (its nonce tells it from a flag another operation set since).
 func (s *session) flagLost(ctx context.Context, revAddr, flagged remote.Addr, at time.Duration) (bool, error) {
 	if s.c.Now()-at < s.t.reg.Lease()/2 {
 		return false, nil
@@ -529,7 +547,7 @@ func (s *session) repairFlag(cur cursor, revAddr remote.Addr) func(context.Conte
 			// traversal restarts.
 			return err
 		}
-		if rev&^revMoving != cur.addr && !cur.sl.isLeaf() {
+		if revSlot(rev) != cur.addr && !cur.sl.isLeaf() {
 			if err := s.lowerTo(ctx, cur.sl.addr(), cur.depth); err != nil {
 				return err
 			}

@@ -497,7 +497,8 @@ func TestRepairFlagThroughFrozenSlot(t *testing.T) {
 	a, d := descendTo(t, tr, split, atMismatch) // at C, through P
 	c, parentSlot := d.cur.sl.addr(), d.cur.addr
 	// The silent mover's M1.
-	if old, err := p.NewComputeNode().NewClient().CAS(ctx, c.Add(nodeRevOff), uint64(parentSlot), uint64(parentSlot|revMoving)); err != nil || remote.Addr(old) != parentSlot {
+	flag := a.flagOf(parentSlot)
+	if old, err := p.NewComputeNode().NewClient().CAS(ctx, c.Add(nodeRevOff), uint64(parentSlot), uint64(flag)); err != nil || remote.Addr(old) != parentSlot {
 		t.Fatalf("C's reverse pointer read %#x (%v), want %v", old, err, parentSlot)
 	}
 	// Children of the parent until it moves.
@@ -517,13 +518,13 @@ func TestRepairFlagThroughFrozenSlot(t *testing.T) {
 		}
 	}
 	rev, err := a.readWord(ctx, c.Add(nodeRevOff))
-	if err != nil || remote.Addr(rev)&revMoving == 0 || remote.Addr(rev)&^revMoving == parentSlot {
-		t.Fatalf("C's reverse pointer after its parent's move: %#x, %v; want the successor's slot, flagged", rev, err)
+	if err != nil || remote.Addr(rev)&revFlag != flag&revFlag || revSlot(remote.Addr(rev)) == parentSlot {
+		t.Fatalf("C's reverse pointer after its parent's move: %#x, %v; want the successor's slot with the flag %#x", rev, err, flag&revFlag)
 	}
 	if _, _, err := a.splitHeader(ctx, d, split, split); err != nil && !errors.Is(err, errRestart) {
 		t.Fatal(err)
 	}
-	if rev, err = a.readWord(ctx, c.Add(nodeRevOff)); err != nil || remote.Addr(rev)&^revMoving == parentSlot {
+	if rev, err = a.readWord(ctx, c.Add(nodeRevOff)); err != nil || revSlot(remote.Addr(rev)) == parentSlot {
 		t.Fatalf("the repair moved C's reverse pointer back to the frozen slot %v of its parent (%#x, %v)", parentSlot, rev, err)
 	}
 	tr.release(a)
@@ -551,4 +552,60 @@ func frozenSlots(t *testing.T, s *session, sl slot) bool {
 		}
 	}
 	return false
+}
+
+// TestFlagNonce: moving flags set on one reverse pointer one after the
+// other differ (flagOf), so that a setter whose flag a waiter undid while
+// it was paused, and another operation set again, sees that it lost it
+// (flagLost), and clearing its flag leaves the other operation's alone
+// (clearFlag). Without the nonce both flags were the same word: the
+// setter went on under the other's flag, and its clearFlag cleared it.
+func TestFlagNonce(t *testing.T) {
+	ctx := context.Background()
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 1, Sim: &remote.SimConfig{Seed: 1}}, Options{Lease: time.Millisecond})
+	for _, k := range []string{"ab1", "ab2", "ac1"} {
+		if err := tr.Put(ctx, []byte(k), []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, d := descendTo(t, tr, []byte("ab3"), atMissing) // the node of "ab1" and "ab2"
+	defer tr.release(a)
+	b, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.release(b)
+	revAddr, rev := d.cur.sl.addr().Add(nodeRevOff), d.cur.addr
+	seen := map[remote.Addr]bool{}
+	for range 8 {
+		for _, s := range []*session{a, b} {
+			f := s.flagOf(rev)
+			if revSlot(f) != rev || f&revMoving == 0 || seen[f] {
+				t.Fatalf("flag %#x of %v: want %v flagged, and unlike %d earlier flags", f, rev, rev, len(seen))
+			}
+			seen[f] = true
+		}
+	}
+	// a flags, a waiter undoes it, b flags.
+	fa, fb := a.flagOf(rev), b.flagOf(rev)
+	for _, step := range [][2]remote.Addr{{rev, fa}, {fa, rev}, {rev, fb}} {
+		if old, err := a.c.CAS(ctx, revAddr, uint64(step[0]), uint64(step[1])); err != nil || remote.Addr(old) != step[0] {
+			t.Fatalf("CAS %#x → %#x found %#x (%v)", step[0], step[1], old, err)
+		}
+	}
+	if lost, err := a.flagLost(ctx, revAddr, fa, a.c.Now()-time.Millisecond); err != nil || !lost {
+		t.Errorf("flagLost after another operation set the word again: %v (%v), want lost", lost, err)
+	}
+	if err := a.clearFlag(ctx, revAddr, fa); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := a.readWord(ctx, revAddr); err != nil || remote.Addr(w) != fb {
+		t.Errorf("after clearFlag of the lost flag the pointer reads %#x (%v), want the other operation's flag %#x", w, err, fb)
+	}
+	if err := b.clearFlag(ctx, revAddr, fb); err != nil {
+		t.Fatal(err)
+	}
+	if w, err := a.readWord(ctx, revAddr); err != nil || remote.Addr(w) != rev {
+		t.Errorf("after its own clearFlag the pointer reads %#x (%v), want %v", w, err, rev)
+	}
 }

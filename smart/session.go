@@ -43,6 +43,7 @@ type session struct {
 	nodeReads int      // internal nodes and slots read remotely in the current operation
 	flagWaits int      // waits for other splits in the current operation
 	flag      flagHold // the moving flag this session set, until it is cleared
+	flags     uint64   // moving flags the session set (flagOf)
 	full      []noRoom // per memory node: allocations it refused (allocNear)
 
 	// Reclamation (reclaim.go): the client's registry member, nil without

@@ -397,17 +397,17 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 // structure (ops), then CASes cur's slot from its read value to repl. The flag
 // and the writes share a round trip when the writes go to other memory nodes
 // than the slot; otherwise the flag costs its own round trip and the writes
-// share the CAS's. After a successful CAS it runs after (the completing step,
+// share the CAS's. After a successful CAS it runs after with the flag's word (the completing step,
 // which must ignore cancellation: a published change is always completed)
 // before reporting success; after a failed one it clears the flag.
 //
-//	CAS(rev: r → r|moving)   ① I6: the mark, before anything is published;
+//	CAS(rev: r → r|moving)   ① I6: the mark (with its nonce, flagOf), before anything is published;
 //	                          it also serialises splits of one object
 //	W(new structure)         ② I3: complete before ③ (in ③'s batch only on
 //	                          the slot's memory node)
 //	CAS(slot: old → repl)    ③ publishes (I1: a slot only moves forward)
 //	after()                  ④ I5: the completing steps, before returning
-func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl slot, revAddr, revOld remote.Addr, after func() error) (bool, cursor, error) {
+func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl slot, revAddr, revOld remote.Addr, after func(flagged remote.Addr) error) (bool, cursor, error) {
 	if revOld&revMoving != 0 {
 		// Another split of this object is in flight: let it finish, then
 		// read the slot again.
@@ -418,7 +418,8 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		// moved out (its reverse pointer is nil): read the slot again.
 		return false, cur, errRestart
 	}
-	mark := remote.CAS(revAddr, uint64(revOld), uint64(revOld|revMoving))
+	flagged := s.flagOf(revOld)
+	mark := remote.CAS(revAddr, uint64(revOld), uint64(flagged))
 	flagAt := s.c.Now()
 	if onNode(ops, cur.addr.MN()) {
 		s.lockOps[0] = mark
@@ -439,10 +440,10 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 	}
 	// The flag is this session's from here (a crash inside the batch of
 	// the mark leaves it to the waiters: it may be another split's).
-	s.holdFlag(cur, revAddr, revOld|revMoving)
+	s.holdFlag(cur, revAddr, flagged)
 	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // the flag is always cleared
-	if lost, err := s.flagLost(ctx, revAddr, revOld|revMoving, flagAt); err != nil || lost {
+	if lost, err := s.flagLost(ctx, revAddr, flagged, flagAt); err != nil || lost {
 		// Silent for so long that a waiter may have judged the split dead
 		// and undone the flag (repairFlag): publish nothing.
 		if err == nil {
@@ -463,23 +464,24 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 		}
 	}
 	if err != nil || !ok {
-		if cerr := s.clearFlag(ctx, revAddr, revOld|revMoving); err == nil {
+		if cerr := s.clearFlag(ctx, revAddr, flagged); err == nil {
 			err = cerr
 		}
 		return false, next, err
 	}
-	return true, cur, after()
+	return true, cur, after(flagged)
 }
 
 // clearFlag clears the moving flag this session set on the reverse pointer
 // at revAddr (to flagged), whatever address part it holds by now: a move of
 // the node holding the slot it names may have pointed it at the slot's new
-// copy, keeping the flag (docs/smart-node-growth.md).
+// copy, keeping the flag and its nonce (docs/smart-node-growth.md). A flag
+// with another nonce is another operation's: it is left alone.
 func (s *session) clearFlag(ctx context.Context, revAddr, flagged remote.Addr) error {
 	w := uint64(flagged)
 	for {
-		old, err := s.c.CAS(ctx, revAddr, w, w&^uint64(revMoving))
-		if err != nil || old == w || remote.Addr(old)&revMoving == 0 {
+		old, err := s.c.CAS(ctx, revAddr, w, w&^uint64(revFlag))
+		if err != nil || old == w || remote.Addr(old)&revFlag != flagged&revFlag {
 			return err
 		}
 		w = old
@@ -490,8 +492,9 @@ func (s *session) clearFlag(ctx context.Context, revAddr, flagged remote.Addr) e
 // revMoving flag (like a lock held; bounded like one), so the caller can
 // read the slot again and see that split's result. A flag that stands
 // still for a lease on this client's clock was left by a splitter that
-// died (it carries no owner to judge): fix, if not nil, then finishes or
-// undoes that split (repairFlag).
+// died (it carries no owner to judge, only a nonce: a flag undone and set
+// again by another operation reads as a change): fix, if not nil, then
+// finishes or undoes that split (repairFlag).
 func (s *session) waitMoving(ctx context.Context, revAddr remote.Addr, fix func(context.Context, remote.Addr) error) error {
 	var first remote.Addr
 	var since time.Duration
@@ -564,10 +567,10 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	// pointer, I3 M and the leaf written first), ② lower N's header and
 	// move its reverse pointer before returning (I5).
 	repl := nodeSlot(cur.sl.partial(), node4, ma)
-	return s.publish(ctx, cur, ops, repl, nodeAddr.Add(nodeRevOff), rev, func() error {
+	return s.publish(ctx, cur, ops, repl, nodeAddr.Add(nodeRevOff), rev, func(flagged remote.Addr) error {
 		s.rememberNew(cur, repl, s.enc[:pos], ma, cur.level,
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
-		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, rev|revMoving, nodeSlotAddr(ma, 0))
+		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, flagged, nodeSlotAddr(ma, 0))
 	})
 }
 
@@ -616,7 +619,7 @@ func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, t
 // while this client was paused, after flagLost's check. The split is
 // published all the same, and this client knows where the node is now.
 func (s *session) revCleared(ctx context.Context, node remote.Addr, rev *remote.Op, oldRev, newRev remote.Addr) error {
-	if rev.Kind != remote.OpCAS || rev.Succeeded() || remote.Addr(rev.Old) != oldRev&^revMoving {
+	if rev.Kind != remote.OpCAS || rev.Succeeded() || remote.Addr(rev.Old) != revSlot(oldRev) {
 		return nil
 	}
 	_, err := s.c.CAS(ctx, node.Add(nodeRevOff), rev.Old, uint64(newRev))

@@ -19,7 +19,8 @@ import (
 // closed client) is recovered in the first walk. Locks and flags that look
 // alive are watched: after a lease on this compute node's clock, a second
 // walk recovers those whose word and holder's heartbeat stood still all
-// that time. A flag carries no owner: it is judged by time alone, and a
+// that time. A flag carries no owner (only a nonce, revNonce): it is judged
+// by time alone, and a
 // split that did not finish is completed (its object's reverse pointer
 // moved to the slot the walk found it in, a node's header lowered to its
 // depth there) or undone (the flag cleared) by what the walk found. A
@@ -282,7 +283,7 @@ func (w *sweeper) flag(ctx context.Context, at, rev, where remote.Addr, complete
 	}
 	delete(w.watched, at)
 	ctx = context.WithoutCancel(ctx)
-	if where != rev&^revMoving {
+	if where != revSlot(rev) {
 		if err := complete(ctx); err != nil {
 			return err
 		}

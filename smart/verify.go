@@ -163,7 +163,7 @@ func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
 // between the flag and the completing CAS (I5). Reported as a held lock,
 // which is what it is until recovery completes or undoes the split.
 func splitLockHeld(kind string, a, rev, slot remote.Addr) error {
-	return corruptf("I5: %s %v: split lock held (reverse pointer %v carries the moving flag, slot is %v): a split did not finish", kind, a, rev&^revMoving, slot)
+	return corruptf("I5: %s %v: split lock held (reverse pointer %v carries the moving flag, slot is %v): a split did not finish", kind, a, revSlot(rev), slot)
 }
 
 func (v *verifier) leaf(ctx context.Context, cur cursor, path []byte) error {
