@@ -20,6 +20,9 @@ func newLocal(p *Pool) *local {
 }
 
 func (l *local) exec(_ context.Context, _ *Client, ops []Op, _ bool) error {
+	if len(ops) > 1 {
+		l.p.touch(ops)
+	}
 	for i := range ops {
 		l.p.apply(&ops[i])
 	}

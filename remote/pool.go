@@ -201,6 +201,18 @@ func (p *Pool) usedInProcess(mn int) (uint64, error) { return nodeUsed(p.mns[mn]
 // apply executes one validated verb on in-process memory.
 func (p *Pool) apply(o *Op) { p.mns[o.Addr.MN()].apply(o) }
 
+// touch loads the first word of each verb's target before a batch is
+// applied: independent loads in a tight loop let the processor wait for
+// their cache and TLB misses together, where applying the verbs one by one
+// waits for each in turn (a scan's batch reads leaves all over the memory
+// nodes).
+func (p *Pool) touch(ops []Op) {
+	for i := range ops {
+		o := &ops[i]
+		atomic.LoadUint64(&p.mns[o.Addr.MN()].region(o.Addr)[o.Addr.Offset()/8])
+	}
+}
+
 // realBackoff is the backoff of every transport that runs in real time. A
 // holder preempted in the middle of a WRITE or a critical section can keep a
 // lock held or a record torn for milliseconds on a loaded machine, so the

@@ -285,15 +285,15 @@ func (sc *scanner) compact() {
 
 // own copies b into the scan's arena: the caller owns the copy, and one
 // allocation of up to scanArena bytes serves many pairs; a scan told its
-// length takes about what its pairs left need (b's size for each, and a
-// quarter more), since allocating and clearing bytes no pair uses costs
-// a short scan more than the copies. The arena is never written again
-// once a slice of it was handed out.
+// length, or expecting one, takes about what its pairs left need (b's size
+// for each, and a quarter more), since allocating and clearing bytes no
+// pair uses costs a short scan more than the copies. The arena is never
+// written again once a slice of it was handed out.
 func (sc *scanner) own(b []byte) []byte {
 	if len(sc.arena)+len(b) > cap(sc.arena) {
 		n := scanArena
-		if sc.left > 0 {
-			n = min(n, len(b)*sc.left*5/4)
+		if w := sc.want(); w > 0 {
+			n = min(n, len(b)*w*5/4)
 		}
 		sc.arena = make([]byte, 0, max(len(b), n))
 	}
