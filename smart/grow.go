@@ -1,9 +1,12 @@
 package smart
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dmindex/dmindex/remote"
 )
@@ -106,17 +109,16 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	s.holdFlag(cur, revAddr, flagged)
 	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // a flagged node is always moved
-	if lost, err := s.flagLost(ctx, revAddr, flagged, flagAt); err != nil || lost {
-		// Silent for so long that a waiter may have judged the mark dead
-		// and cleared it: freeze nothing.
-		if err == nil {
-			err = errRestart
-		}
-		s.dropUnlinked(la, class)
-		return false, cur, s.dropNode(to, nt, err)
-	}
 	mv := moving{node: n.addr, parent: cur.node, typ: n.typ, h: n.h, to: to, toRev: n.rev, depth: d.pos + 1}
-	if mv.slots, err = s.freeze(ctx, n.addr, n.slots[:n.typ.capacity()]); err != nil {
+	if mv.slots, err = s.freeze(ctx, n.addr, n.slots[:n.typ.capacity()], s.commitBy(flagAt)); err != nil {
+		if errors.Is(err, remote.ErrLate) {
+			// Paused for so long that a waiter may judge the move dead and
+			// undo the mark: freeze nothing, and take the mark back if it
+			// is still this move's.
+			err = cmp.Or(s.clearFlag(ctx, revAddr, flagged), errRestart)
+			s.dropUnlinked(la, class)
+			return false, cur, s.dropNode(to, nt, err)
+		}
 		return false, cur, err
 	}
 	// M3: the new leaf and N', complete before the forward lands.
@@ -161,8 +163,11 @@ func (s *session) backoffRestart() error {
 }
 
 // freeze is M2: it freezes every slot of the node at node (snapshot holds
-// the values last read) and returns what they held, thawed.
-func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot) ([]slot, error) {
+// the values last read) and returns what they held, thawed. by, if not 0,
+// is the deadline of the move's commit (session.commitBy): the batches
+// before the first that freezes a slot leave by then, or freeze returns
+// remote.ErrLate with nothing frozen.
+func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot, by time.Duration) ([]slot, error) {
 	vals := append([]slot(nil), snapshot...)
 	for i := range vals {
 		vals[i] = vals[i].thawed()
@@ -177,13 +182,14 @@ func (s *session) freeze(ctx context.Context, node remote.Addr, snapshot []slot)
 				idx = append(idx, i)
 			}
 		}
-		if err := s.do(ctx, ops); err != nil {
+		if err := s.doBy(ctx, ops, by); err != nil {
 			return nil, err
 		}
 		for k, i := range idx {
 			got := slot(ops[k].Old)
 			switch {
 			case ops[k].Succeeded() || got.isFrozen():
+				by = 0 // committed: repairers finish the move from here
 				frozen[i] = true
 				vals[i] = got.thawed()
 				left--
@@ -525,7 +531,7 @@ func (s *session) repairMove(ctx context.Context, node remote.Addr) (moved, publ
 	}
 	flagged, rev := rev, revSlot(rev)
 	mv := moving{node: node, typ: typ, h: h}
-	if mv.slots, err = s.freeze(ctx, node, snap); err != nil {
+	if mv.slots, err = s.freeze(ctx, node, snap, 0); err != nil {
 		return true, false, err
 	}
 	if !h.isForwarded() {

@@ -268,10 +268,10 @@ const revMoving remote.Addr = 1 << 63
 // no slot address uses (slots are 8-byte words, and SMART names at most 256
 // memory nodes, packAddr), drawn afresh for every flag (session.flagOf). A
 // flag carries no owner, so a waiter judges it by watching it stand still
-// for a lease, and a setter checks that it still holds it by reading it
-// again (flagLost); without the nonce both took a flag that was undone and
-// set again by another operation for the same one (docs/recovery.md,
-// "Stale writers"). An unflagged pointer has no nonce.
+// for a lease, and a setter whose commit came too late takes its flag back
+// (clearFlag); without the nonce both took a flag that was undone and set
+// again by another operation for the same one (docs/recovery.md, "Stale
+// writers"). An unflagged pointer has no nonce.
 const revNonce remote.Addr = 0x7f<<56 | 7
 
 // revFlag is every bit of a reverse pointer that is not the slot address.

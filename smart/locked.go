@@ -1,10 +1,12 @@
 package smart
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
@@ -164,14 +166,17 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 // publishLocked replaces cur's slot under the lock of the node holding it:
 // lock and re-read the slot, write the new structure, then CAS the slot and
 // release the lock. It reports whether the CAS succeeded. leafLock is the
-// word of the leaf lock the caller holds (a leaf split), or nil.
+// word of the leaf lock the caller holds (a leaf split), or nil; flagBy, if
+// not 0, is the deadline of the moving flag's commit (session.commitBy) the
+// CAS is: past it, the lock is released and the CAS not posted
+// (remote.ErrLate).
 //
 // Every batch goes through holding, which checks (and renews) both locks.
 // Only the release needs the node lock to be still the session's: the
 // slot changes by CAS, as leaf-level operations (delete, out-of-place
 // update) change leaf slots without taking node locks. So a node lock
 // taken over meanwhile (errNodeLost) is just not released.
-func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote.Addr, ops []remote.Op, repl slot) (bool, cursor, error) {
+func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote.Addr, ops []remote.Op, repl slot, flagBy time.Duration) (bool, cursor, error) {
 	parent := cur.node
 	if err := s.lockNode(ctx, parent, s.word[:]); err != nil {
 		return false, cur, err
@@ -208,8 +213,14 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 		if err == errNodeLost {
 			continue
 		}
+		if flagBy > 0 && s.c.Now() > flagBy {
+			if err == nil {
+				err = s.releaseNode(ctx, leafLock)
+			}
+			return false, cur, cmp.Or(err, remote.ErrLate)
+		}
 		if err == nil {
-			err = s.c.DoBy(ctx, ops, by)
+			err = s.c.DoBy(ctx, ops, min(by, cmp.Or(flagBy, by)))
 		}
 		if !errors.Is(err, remote.ErrLate) {
 			if err != nil {

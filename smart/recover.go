@@ -253,19 +253,16 @@ func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op
 	}
 }
 
-// flagLost is holding for a header split's or a move's moving flag at
-// revAddr, set to flagged by a CAS this session posted at time at. The
-// flag carries no owner: a waiter undoes it once it stood still for a lease
-// on the waiter's clock (waitMoving, repairFlag). Half a lease after at,
-// that may have happened, so the flag is read again; lost reports that it
-// changed (its nonce tells it from a flag another operation set since).
-func (s *session) flagLost(ctx context.Context, revAddr, flagged remote.Addr, at time.Duration) (bool, error) {
-	if s.c.Now()-at < s.t.reg.Lease()/2 {
-		return false, nil
-	}
-	w, err := s.readWord(ctx, revAddr)
-	return remote.Addr(w) != flagged, err
-}
+// commitBy is the deadline of the commit of a header split's or a move's
+// moving flag whose CAS this session posted at time at: the split's
+// publishing CAS, the move's first freeze. The flag carries no owner: a
+// waiter undoes it once it stood still for a lease on the waiter's clock
+// (waitMoving, repairFlag), which starts after the flag landed; half a
+// lease is left for clocks and the network. A commit that would leave
+// later is not posted (remote.ErrLate), and the setter takes its flag back
+// (clearFlag: the nonce tells it from a flag another operation set since).
+// Once committed, a flag is finished by whoever judges it, never undone.
+func (s *session) commitBy(at time.Duration) time.Duration { return at + s.t.reg.Lease()/2 }
 
 // holderDead judges the holder of a lock word found held (a tag, possibly
 // with repairBit) for a waiter on its attempt-th try. Only every judgeEvery

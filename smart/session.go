@@ -232,6 +232,17 @@ func (s *session) do(ctx context.Context, ops []remote.Op) error {
 	return s.c.Do(ctx, ops)
 }
 
+// doBy is do with a deadline (remote.Client.DoBy), or without one if by is
+// 0.
+func (s *session) doBy(ctx context.Context, ops []remote.Op, by time.Duration) error {
+	if by == 0 {
+		return s.do(ctx, ops)
+	}
+	s.ops = ops
+	s.touch()
+	return s.c.DoBy(ctx, ops, by)
+}
+
 // readWord reads one 8-byte word.
 func (s *session) readWord(ctx context.Context, a remote.Addr) (uint64, error) {
 	s.nodeReads++

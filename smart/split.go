@@ -3,6 +3,7 @@ package smart
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
 
@@ -191,7 +192,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	var ok bool
 	var next cursor
 	if s.t.opts.LockedInternal && cur.node != 0 {
-		ok, next, err = s.publishLocked(ctx, cur, leafLockAddr(cur.sl), ops, repl)
+		ok, next, err = s.publishLocked(ctx, cur, leafLockAddr(cur.sl), ops, repl, 0)
 	} else {
 		ops, err = s.linkUnder(ctx, leafLockAddr(cur.sl), ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
 		if err == nil {
@@ -443,25 +444,24 @@ func (s *session) publish(ctx context.Context, cur cursor, ops []remote.Op, repl
 	s.holdFlag(cur, revAddr, flagged)
 	defer s.dropFlag()
 	ctx = context.WithoutCancel(ctx) // the flag is always cleared
-	if lost, err := s.flagLost(ctx, revAddr, flagged, flagAt); err != nil || lost {
-		// Silent for so long that a waiter may have judged the split dead
-		// and undone the flag (repairFlag): publish nothing.
-		if err == nil {
-			err = errRestart
-		}
-		return false, cur, err
-	}
+	by := s.commitBy(flagAt)
 	var ok bool
 	var next cursor
 	var err error
 	if s.t.opts.LockedInternal && cur.node != 0 {
-		ok, next, err = s.publishLocked(ctx, cur, 0, ops, repl)
+		ok, next, err = s.publishLocked(ctx, cur, 0, ops, repl, by)
 	} else {
 		ops = append(ops, remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
-		if err = s.do(ctx, ops); err == nil {
+		if err = s.doBy(ctx, ops, by); err == nil {
 			got := slot(ops[len(ops)-1].Old)
 			ok, next = got == cur.sl, cur.with(got)
 		}
+	}
+	if errors.Is(err, remote.ErrLate) {
+		// Paused for so long that a waiter may judge the split dead and
+		// undo the flag (repairFlag): publish nothing, and take the flag
+		// back if it is still this split's.
+		next, err = cur, errRestart
 	}
 	if err != nil || !ok {
 		if cerr := s.clearFlag(ctx, revAddr, flagged); err == nil {
@@ -615,9 +615,11 @@ func (s *session) lowerHeader(ctx context.Context, node remote.Addr, h header, t
 
 // revCleared finishes a header split's move of node's reverse pointer to
 // newRev when the CAS rev found the flag cleared: a waiter judged the split
-// dead after a lease without a heartbeat and undid the flag (repairFlag)
-// while this client was paused, after flagLost's check. The split is
-// published all the same, and this client knows where the node is now.
+// dead after a lease and undid the flag (repairFlag) although the publish
+// had left by its deadline (commitBy): on the transports that run in real
+// time, where a batch can take longer than that to land or clocks run at
+// different rates. The split is published all the same, and this client
+// knows where the node is now.
 func (s *session) revCleared(ctx context.Context, node remote.Addr, rev *remote.Op, oldRev, newRev remote.Addr) error {
 	if rev.Kind != remote.OpCAS || rev.Succeeded() || remote.Addr(rev.Old) != revSlot(oldRev) {
 		return nil
