@@ -364,6 +364,38 @@ func TestCrashDuringSettle(t *testing.T) {
 	}
 }
 
+// readWords reads the words at addrs through s.
+func readWords(t *testing.T, s *session, addrs ...remote.Addr) []uint64 {
+	t.Helper()
+	ws := make([]uint64, len(addrs))
+	for i, a := range addrs {
+		w, err := s.readWord(context.Background(), a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws[i] = w
+	}
+	return ws
+}
+
+// simTrees opens n trees with opts, each on a compute node of its own, on
+// a simulated pool of two 1 MiB memory nodes that closes with the test.
+func simTrees(t *testing.T, n int, opts Options) []*Tree {
+	t.Helper()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	trees := make([]*Tree, n)
+	for i := range trees {
+		if trees[i], err = Open(p.NewComputeNode(), opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return trees
+}
+
 // TestReplaceGivesUpRepairs: replace repairs a crashed session's moving
 // flag on a new client at most maxCrashRepairs times; when every repairing
 // client crashes too, it leaves the flag to the waiters and still hands
@@ -413,17 +445,7 @@ func TestHeaderSplitDiedAfterPublish(t *testing.T) {
 		if after > 40 {
 			t.Fatal("no fault point left the split published with its flag set: the test tests nothing")
 		}
-		p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { p.Close() })
-		var trees [2]*Tree
-		for i := range trees {
-			if trees[i], err = Open(p.NewComputeNode(), opts); err != nil {
-				t.Fatal(err)
-			}
-		}
+		trees := simTrees(t, 2, opts)
 		t1, t2 := trees[0], trees[1]
 		for _, k := range keys {
 			if err := t1.Put(ctx, k, []byte("old")); err != nil {
@@ -437,14 +459,8 @@ func TestHeaderSplitDiedAfterPublish(t *testing.T) {
 		} else if !errors.Is(err, remote.ErrCrashed) {
 			t.Fatal(err)
 		}
-		w, err := a.readWord(ctx, d.cur.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rev, err := a.readWord(ctx, d.cur.sl.addr().Add(nodeRevOff))
-		if err != nil {
-			t.Fatal(err)
-		}
+		ws := readWords(t, a, d.cur.addr, d.cur.sl.addr().Add(nodeRevOff))
+		w, rev := ws[0], ws[1]
 		if slot(w) == d.cur.sl || remote.Addr(rev)&revMoving == 0 {
 			t1.release(a)
 			continue // not published yet, or its flag already cleared
@@ -629,16 +645,7 @@ func TestFlagCommitLate(t *testing.T) {
 		{"move", []string{"ab1", "ab2"}, "abx", atMissing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
-			cn := p.NewComputeNode()
-			tr, err := Open(cn, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			tr := simTrees(t, 1, Options{})[0]
 			for _, k := range tc.keys {
 				if err := tr.Put(ctx, []byte(k), []byte(k)); err != nil {
 					t.Fatal(err)
@@ -650,7 +657,7 @@ func TestFlagCommitLate(t *testing.T) {
 				t.Fatal(err)
 			}
 			tr.release(a)
-			late, err := Open(cn, Options{Lease: time.Nanosecond})
+			late, err := Open(tr.cn, Options{Lease: time.Nanosecond})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,16 +49,7 @@ func TestScanFromCacheMeetsPublishedSplit(t *testing.T) {
 				if after > 40 {
 					t.Fatal("no fault point left the split published with N's header not yet lowered: the test tests nothing")
 				}
-				p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var trees [3]*Tree
-				for i := range trees {
-					if trees[i], err = Open(p.NewComputeNode(), Options{Lease: time.Hour}); err != nil {
-						t.Fatal(err)
-					}
-				}
+				trees := simTrees(t, 3, Options{Lease: time.Hour})
 				reader, splitter, writer := trees[0], trees[1], trees[2]
 				for _, k := range keys {
 					if err := writer.Put(ctx, k, k); err != nil {
@@ -79,7 +70,6 @@ func TestScanFromCacheMeetsPublishedSplit(t *testing.T) {
 					t.Fatalf("the split's Put with a fault after %d verbs: %v, want ErrCrashed", after, err)
 				}
 				if !published(t, reader, n) {
-					p.Close()
 					continue
 				}
 				if err := writer.Put(ctx, added, added); err != nil {
@@ -103,7 +93,6 @@ func TestScanFromCacheMeetsPublishedSplit(t *testing.T) {
 				if tc.limit == 0 && !slices.EqualFunc(got, want, bytes.Equal) || tc.limit > 0 && !slices.EqualFunc(got, want[:len(got)], bytes.Equal) {
 					t.Fatalf("fault after %d verbs: the scan yielded %q, want %q (and maybe %q)", after, got, want, split)
 				}
-				p.Close()
 				return
 			}
 		})
@@ -121,14 +110,6 @@ func published(t *testing.T, tr *Tree, d descent) bool {
 		t.Fatal(err)
 	}
 	defer tr.release(s)
-	ctx := context.Background()
-	w, err := s.readWord(ctx, d.cur.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := s.readWord(ctx, d.cur.sl.addr().Add(nodeHeaderOff))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return slot(w) != d.cur.sl && header(h).depth() == d.cur.depth
+	ws := readWords(t, s, d.cur.addr, d.cur.sl.addr().Add(nodeHeaderOff))
+	return slot(ws[0]) != d.cur.sl && header(ws[1]).depth() == d.cur.depth
 }
