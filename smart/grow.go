@@ -297,7 +297,7 @@ func (s *session) completeMove(ctx context.Context, mv *moving, flagged remote.A
 				return false, nil // another completer finished the move (M6)
 			}
 			if np := revSlot(remote.Addr(rw)); np != p {
-				p, flagged, mv.parent = np, remote.Addr(rw), 0
+				p, flagged, mv.parent = np, np|flagged&revFlag, 0
 			} else if mv.parent != 0 && attempt%judgeEvery == judgeEvery-1 {
 				if err := s.awaitMove(ctx, mv.parent); err != nil {
 					return false, err

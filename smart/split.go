@@ -398,12 +398,15 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 // structure (ops), then CASes cur's slot from its read value to repl. The flag
 // and the writes share a round trip when the writes go to other memory nodes
 // than the slot; otherwise the flag costs its own round trip and the writes
-// share the CAS's. After a successful CAS it runs after with the flag's word (the completing step,
-// which must ignore cancellation: a published change is always completed)
-// before reporting success; after a failed one it clears the flag.
+// share the CAS's. After a successful CAS it runs after with the flag's
+// word (the completing step, which must ignore cancellation: a published
+// change is always completed) before reporting success; after a failed one,
+// or one that would leave past the flag's deadline (commitBy), it clears
+// the flag.
 //
-//	CAS(rev: r → r|moving)   ① I6: the mark (with its nonce, flagOf), before anything is published;
-//	                          it also serialises splits of one object
+//	CAS(rev: r → r|moving)   ① I6: the mark (with its nonce, flagOf),
+//	                          before anything is published; it also
+//	                          serialises splits of one object
 //	W(new structure)         ② I3: complete before ③ (in ③'s batch only on
 //	                          the slot's memory node)
 //	CAS(slot: old → repl)    ③ publishes (I1: a slot only moves forward)
