@@ -570,11 +570,17 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	// pointer, I3 M and the leaf written first), ② lower N's header and
 	// move its reverse pointer before returning (I5).
 	repl := nodeSlot(cur.sl.partial(), node4, ma)
-	return s.publish(ctx, cur, ops, repl, nodeAddr.Add(nodeRevOff), rev, func(flagged remote.Addr) error {
+	ok, next, err := s.publish(ctx, cur, ops, repl, nodeAddr.Add(nodeRevOff), rev, func(flagged remote.Addr) error {
 		s.rememberNew(cur, repl, s.enc[:pos], ma, cur.level,
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
 		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, flagged, nodeSlotAddr(ma, 0))
 	})
+	if !ok && (err == nil || err == errRestart) {
+		// Never linked: the slot CAS failed, or was not posted.
+		s.dropUnlinked(la, class)
+		_ = s.dropNode(ma, node4, nil)
+	}
+	return ok, next, err
 }
 
 // lowerHeader is step ② of a header split (I5, before Put returns): it
