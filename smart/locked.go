@@ -202,9 +202,10 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 		if !s.nodeLock.IsNil() {
 			ops = append(ops, remote.Write(s.nodeLock, zeroWord[:]))
 		} else if leafLock.IsNil() {
-			// Under no lock any more (the flag of a header split or move
-			// guards it: publish).
-			if err := s.c.Do(ctx, ops); err != nil {
+			// Under no lock any more (the flag of a header split guards
+			// it: publish), by the flag's deadline all the same: a split
+			// whose node lock was taken over was paused for a lease.
+			if err := s.doBy(ctx, ops, flagBy); err != nil {
 				return false, cur, err
 			}
 			break
