@@ -214,12 +214,6 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 		if err == errNodeLost {
 			continue
 		}
-		if flagBy > 0 && s.c.Now() > flagBy {
-			if err == nil {
-				err = s.releaseNode(ctx, leafLock)
-			}
-			return false, cur, cmp.Or(err, remote.ErrLate)
-		}
 		if err == nil {
 			err = s.c.DoBy(ctx, ops, min(by, cmp.Or(flagBy, by)))
 		}
@@ -228,6 +222,10 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 				return false, cur, err
 			}
 			break
+		}
+		if flagBy > 0 && s.c.Now() > flagBy {
+			// Late for the flag, not only for the lock: publish nothing.
+			return false, cur, cmp.Or(s.releaseNode(ctx, leafLock), remote.ErrLate)
 		}
 	}
 	got := slot(ops[0].Old)

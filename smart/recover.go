@@ -102,10 +102,7 @@ type flagHold struct {
 // one in 1,024, and a run in the simulator repeats exactly.
 func (s *session) flagOf(rev remote.Addr) remote.Addr {
 	s.flags++
-	x := s.flags * 0x9e3779b97f4a7c15
-	if s.m != nil {
-		x ^= s.m.Tag() * 0xbf58476d1ce4e5b9
-	}
+	x := s.flags*0x9e3779b97f4a7c15 ^ s.m.Tag()*0xbf58476d1ce4e5b9
 	x ^= x >> 29
 	x *= 0x94d049bb133111eb
 	x ^= x >> 32

@@ -3,7 +3,6 @@ package smart
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -553,21 +552,6 @@ func TestRepairFlagThroughFrozenSlot(t *testing.T) {
 	if err := tr.Verify(ctx); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// frozenSlots reports whether any slot of the node sl names is frozen.
-func frozenSlots(t *testing.T, s *session, sl slot) bool {
-	t.Helper()
-	buf := make([]byte, sl.nodeType().readBytes())
-	if err := s.c.Read(context.Background(), sl.addr(), buf); err != nil {
-		t.Fatal(err)
-	}
-	for i := range sl.nodeType().capacity() {
-		if slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).isFrozen() {
-			return true
-		}
-	}
-	return false
 }
 
 // TestFlagNonce: moving flags set on one reverse pointer one after the
