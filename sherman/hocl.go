@@ -342,8 +342,23 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 	switch {
 	case len(data) > 0:
 		// Posted by the deadline stillHeld allows; a stalled client checks
-		// again.
-		for err = s.c.DoBy(ctx, ops, by); errors.Is(err, remote.ErrLate); err = s.c.DoBy(ctx, ops, by) {
+		// again, RetryBudget times in a row at most: with a lease below the
+		// client's latency every batch is late, and it would check for
+		// ever. It then gives the word back by a CAS of the value it holds
+		// (no takeover can meet it; nothing was written under it) and
+		// fails.
+		for late := 0; ; late++ {
+			if err = s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
+				break
+			}
+			if late >= s.t.opts.RetryBudget {
+				if _, err = s.c.CAS(ctx, h.word, h.val, 0); err == nil {
+					err = fmt.Errorf("%w: a write under global lock %v was past its deadline %d times in a row (Options.Lease %v too short for the client's latency?)",
+						index.ErrContention, h.word, late+1, s.t.opts.Lease)
+				}
+				h.global = false
+				break
+			}
 			if by, err = s.stillHeld(ctx, &h); err != nil {
 				break
 			}

@@ -83,7 +83,9 @@ type Options struct {
 	// judges the holder dead and takes its lock over (default
 	// registry.DefaultLease, 1 s; a holder whose own compute node saw it
 	// crash is judged dead at once). Local to the compute node; its
-	// heartbeats are sent every Lease/10 while it works.
+	// heartbeats are sent every Lease/10 while it works. Below the latency
+	// of a round trip every write under a lock is late for its deadline,
+	// and Puts and Deletes fail with index.ErrContention.
 	Lease time.Duration
 }
 

@@ -86,7 +86,12 @@ func (s *session) giveBack(ctx context.Context) error {
 // at leafLock held too (nil: none): by a WRITE that leaves by holding's
 // deadline, or not at all if a waiter took the lock over meanwhile.
 func (s *session) releaseNode(ctx context.Context, leafLock remote.Addr) error {
-	for {
+	for late := 0; ; late++ {
+		if s.lateAgain(late) {
+			// Every release was late: give the lock back by a CAS of the
+			// session's tag, which no waiter's takeover can meet.
+			return s.giveBack(ctx)
+		}
 		by, err := s.holding(ctx, leafLock)
 		switch {
 		case err == errNodeLost:
@@ -197,7 +202,10 @@ func (s *session) publishLocked(ctx context.Context, cur cursor, leafLock remote
 	if err != nil {
 		return false, cur, err
 	}
-	for {
+	for late := 0; ; late++ {
+		if s.lateAgain(late) {
+			return false, cur, s.abandon(ctx, "a publish under a node lock", late)
+		}
 		ops = append(s.batch(), remote.CAS(cur.addr, uint64(cur.sl), uint64(repl)))
 		if !s.nodeLock.IsNil() {
 			ops = append(ops, remote.Write(s.nodeLock, zeroWord[:]))

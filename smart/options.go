@@ -87,7 +87,9 @@ type Options struct {
 	// (1 s) without. A client the tree itself saw stop (an injected
 	// fault, remote.ErrCrashed) is judged dead at once, whatever the
 	// lease. It must be well above an operation's latency: a node paused
-	// longer than a lease may find a lock it held taken over.
+	// longer than a lease may find a lock it held taken over, and with a
+	// lease below the latency of a round trip operations fail with
+	// ErrContention (every batch under a lock is late for its deadline).
 	Lease time.Duration
 	// NoRedo leaves out the redo record that precedes every in-place
 	// update (one more WRITE of 32 bytes plus the leaf's data, in the same

@@ -267,7 +267,11 @@ func (s *session) unlockAsync(ctx context.Context, sl slot) {
 	ctx = context.WithoutCancel(ctx)
 	lockAddr := leafLockAddr(sl)
 	check := s.stillHeld
-	for {
+	for late := 0; ; late++ {
+		if s.lateAgain(late) {
+			_ = s.abandon(ctx, "a leaf lock's release", late) // the caller goes on without the lock
+			return
+		}
 		by, err := check(ctx, lockAddr)
 		if err == errNodeLost {
 			continue // a node lock held too was taken over; the leaf's is kept

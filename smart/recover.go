@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
@@ -236,7 +237,10 @@ func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op
 		leaf = 0 // holding covers the node lock the session holds
 	}
 	s.ops = ops
-	for {
+	for late := 0; ; late++ {
+		if s.lateAgain(late) {
+			return s.abandon(ctx, "a batch under a lock", late)
+		}
 		by, err := s.holding(ctx, leaf)
 		switch {
 		case err == errNodeLost && leaf.IsNil():
@@ -248,6 +252,33 @@ func (s *session) doUnder(ctx context.Context, lock remote.Addr, ops []remote.Op
 			return err
 		}
 	}
+}
+
+// lateAgain bounds the loops that check a lock again and post a batch by
+// the deadline the check returns, and post nothing past it
+// (remote.ErrLate): it reports whether late batches in a row exhaust the
+// retry budget. Each check renews what was judged, so a batch is late again
+// only if the client takes half a lease from a check to its post: a lease
+// too short for the client's latency (an Options.Lease of a nanosecond has
+// every batch late), which would otherwise loop for ever.
+func (s *session) lateAgain(late int) bool { return late >= s.t.retryBudget }
+
+// abandon ends the locks the session holds when no batch under them could
+// be posted in time (lateAgain), and returns an error wrapping
+// ErrContention that says what was late: the client takes a new
+// incarnation without moving its lock words, so that a waiter judges
+// every lock word still holding the old tag dead at once
+// (registry.Node.Dead) and repairs it as a crashed client's
+// (docs/recovery.md). Nothing under the locks is undone, as nothing of a
+// crashed client's is.
+func (s *session) abandon(ctx context.Context, what string, late int) error {
+	err := fmt.Errorf("%w: %s was past its deadline %d times in a row (Options.Lease %v too short for the client's latency?)",
+		ErrContention, what, late, s.t.reg.Lease())
+	s.nodeLock = 0
+	if _, rerr := s.m.Renew(ctx, s.c); rerr != nil {
+		return errors.Join(err, wrapRemote(rerr))
+	}
+	return err
 }
 
 // commitBy is the deadline of the commit of a header split's or a move's
