@@ -285,15 +285,17 @@ func (sc *scanner) compact() {
 
 // own copies b into the scan's arena: the caller owns the copy, and one
 // allocation of up to scanArena bytes serves many pairs; a scan told its
-// length, or expecting one, takes about what its pairs left need (b's size
-// for each, and a quarter more), since allocating and clearing bytes no
-// pair uses costs a short scan more than the copies. The arena is never
-// written again once a slice of it was handed out.
+// length, or expecting one, takes what its pairs left need at b's size
+// (a larger pair later takes another allocation for the rest), since every
+// byte allocated brings the next garbage collection closer, and the
+// collections cost a scan of 100 pairs about a tenth of its CPU
+// (docs/results/README.md). The arena is never written again once a slice
+// of it was handed out.
 func (sc *scanner) own(b []byte) []byte {
 	if len(sc.arena)+len(b) > cap(sc.arena) {
 		n := scanArena
 		if w := sc.want(); w > 0 {
-			n = min(n, len(b)*w*5/4)
+			n = min(n, len(b)*w)
 		}
 		sc.arena = make([]byte, 0, max(len(b), n))
 	}
@@ -574,8 +576,15 @@ func (sc *scanner) layout(low, total int) []remote.Op {
 				sc.offs[j-low] = int(a)
 			}
 		}
+		// The READ is set field by field in place: an Op appended whole is
+		// copied with a bulk write barrier while the garbage collector
+		// marks (about a quarter of the time while scans allocate their
+		// arenas), which cost a scan of 100 pairs about 1% of its CPU.
 		span := int(to - from)
-		ops = append(ops, remote.Read(remote.Addr(from), sc.buf[off:off+span]))
+		ops = slices.Grow(ops, 1)[:len(ops)+1]
+		o := &ops[len(ops)-1]
+		o.Kind, o.Addr, o.Buf = remote.OpRead, remote.Addr(from), sc.buf[off:off+span]
+		o.Compare, o.Swap, o.Old = 0, 0, 0
 		for k := i; k > j; k-- {
 			if !sc.front[k].ready {
 				sc.offs[k-low] += off - int(from)
