@@ -579,7 +579,7 @@ func (sc *scanner) layout(low, total int) []remote.Op {
 		// The READ is set field by field in place: an Op appended whole is
 		// copied with a bulk write barrier while the garbage collector
 		// marks (about a quarter of the time while scans allocate their
-		// arenas), which cost a scan of 100 pairs about 1% of its CPU.
+		// arenas): runtime.wbMove, 1.7% of a scan of 100 pairs.
 		span := int(to - from)
 		ops = slices.Grow(ops, 1)[:len(ops)+1]
 		o := &ops[len(ops)-1]
