@@ -93,21 +93,20 @@ func (c *cache) lookup(key []byte) (leaf remote.Addr, e *centry) {
 // low fence) routes low to; the prediction continues with that page's later
 // children and those of the cached pages adjacent to it, up to n leaves and
 // not at or beyond hi (nil: no bound). The entry that predicted each leaf is
-// returned with it, to be invalidated if the prediction proves stale.
-func (c *cache) successors(low []byte, next remote.Addr, n int, hi []byte) ([]remote.Addr, []*centry) {
+// returned with it, to be invalidated if the prediction proves stale; both
+// are appended to addrs and from (a scan's reused buffers).
+func (c *cache) successors(addrs []remote.Addr, from []*centry, low []byte, next remote.Addr, n int, hi []byte) ([]remote.Addr, []*centry) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	e := c.firstAbove(low)
 	if e == nil || bytes.Compare(low, e.low) < 0 {
-		return nil, nil
+		return addrs, from
 	}
 	i := e.p.search(low) // entry i-1 (or leftmost) covers low
 	if e.p.route(low) != next {
-		return nil, nil
+		return addrs, from
 	}
-	var addrs []remote.Addr
-	var from []*centry
-	for len(addrs) < n {
+	for n += len(addrs); len(addrs) < n; {
 		if i == e.p.count() { // continue in the adjacent cached page
 			if e.highInf {
 				break

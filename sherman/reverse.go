@@ -31,7 +31,6 @@ func (t *Tree) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[index.K
 // runReverse yields leaf after leaf from the right, lowering the scan's
 // upper bound to each leaf's low fence.
 func (sc *scanner) runReverse(ctx context.Context) error {
-	sc.slots = make([]int, 0, sc.s.t.g.leafSpan)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -47,7 +46,8 @@ func (sc *scanner) runReverse(ctx context.Context) error {
 		if len(low) == 0 || bytes.Compare(low, sc.lo) <= 0 {
 			return nil
 		}
-		sc.hi = bytes.Clone(low)
+		sc.bound = append(sc.bound[:0], low...) // p's buffer is read into again
+		sc.hi = sc.bound
 	}
 }
 

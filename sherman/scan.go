@@ -61,7 +61,9 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool, limit int) it
 			return
 		}
 		defer t.release(s)
-		sc := scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, yield: yield}
+		sc := &s.scan
+		sc.start(s, lo, hi, desc, limit, yield)
+		defer sc.keep()
 		run := sc.run
 		if desc {
 			run = sc.runReverse
@@ -72,7 +74,9 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool, limit int) it
 	}
 }
 
-// scanner is the state of one scan.
+// scanner is the state of one scan. A session keeps its scanner, so that
+// the buffers of one scan serve the next (start, keep): a scan allocates
+// only the pairs it yields, which the caller owns.
 type scanner struct {
 	s      *session
 	lo, hi []byte
@@ -84,6 +88,27 @@ type scanner struct {
 	slots  []int
 	bufs   [][]byte // batch read buffers
 	ops    []remote.Op
+	addrs  []remote.Addr // a batch's leaves
+	from   []*centry     // the cached pages that predicted them
+	low    []byte        // Scan: the low fence the next leaf must have
+	bound  []byte        // ReverseScan: the bound hi was lowered to
+}
+
+// start sets the session's scanner up for a scan (see Tree.scan), with
+// the buffers of its last scan.
+func (sc *scanner) start(s *session, lo, hi []byte, desc bool, limit int, yield func(index.KV, error) bool) {
+	*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, yield: yield,
+		slots: slices.Grow(sc.slots[:0], s.t.g.leafSpan), bufs: sc.bufs, ops: sc.ops[:0],
+		addrs: sc.addrs[:0], from: sc.from[:0], low: sc.low[:0], bound: sc.bound[:0]}
+}
+
+// keep drops what the scan referred to (the caller's bounds and yield, the
+// cached pages of its last prediction) and keeps the buffers.
+func (sc *scanner) keep() {
+	clear(sc.from)
+	clear(sc.ops)
+	*sc = scanner{slots: sc.slots[:0], bufs: sc.bufs, ops: sc.ops[:0], addrs: sc.addrs[:0],
+		from: sc.from[:0], low: sc.low[:0], bound: sc.bound[:0]}
 }
 
 // run scans; it returns nil when the range is exhausted or the caller
@@ -94,11 +119,11 @@ func (sc *scanner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sc.slots = make([]int, 0, g.leafSpan)
 	if !sc.emit(p) || p.reaches(sc.hi) {
 		return nil
 	}
-	low, next := bytes.Clone(p.high()), p.sibling()
+	low, next := append(sc.low[:0], p.high()...), p.sibling()
+	defer func() { sc.low = low }()
 	for batch := 1; ; {
 		if next == 0 {
 			return corrupt("leaf chain broken after fence %x", low)
@@ -109,11 +134,11 @@ func (sc *scanner) run(ctx context.Context) error {
 		} else {
 			batch = min(2*batch, maxScanBatch)
 		}
-		addrs, from := []remote.Addr{next}, []*centry{nil}
+		addrs, from := append(sc.addrs[:0], next), append(sc.from[:0], nil)
 		if c := s.t.cache; c != nil {
-			more, f := c.successors(low, next, batch-1, sc.hi)
-			addrs, from = append(addrs, more...), append(from, f...)
+			addrs, from = c.successors(addrs, from, low, next, batch-1, sc.hi)
 		}
+		sc.addrs, sc.from = addrs, from
 		for len(sc.bufs) < len(addrs) {
 			sc.bufs = append(sc.bufs, make([]byte, g.leafBytes))
 		}
@@ -144,7 +169,7 @@ func (sc *scanner) run(ctx context.Context) error {
 			if !sc.emit(p) || p.reaches(sc.hi) {
 				return nil
 			}
-			low, next = bytes.Clone(p.high()), p.sibling()
+			low, next = append(low[:0], p.high()...), p.sibling()
 		}
 	}
 }

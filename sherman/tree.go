@@ -243,6 +243,7 @@ type session struct {
 	ops     []remote.Op               // scratch batch
 	path    [maxLevel + 1]remote.Addr // pages visited per level by the last descent
 	w       waiter                    // local lock queue node
+	scan    scanner                   // the buffers of the session's scans
 
 	// Recovery (recovery.go).
 	redo      []remote.Addr // redo slot per memory node (nil with NoRedo)
