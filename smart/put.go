@@ -230,7 +230,7 @@ func (s *session) lockAndRead(ctx context.Context, sl slot) (leafView, leafState
 	s.leafBuf = grow(s.leafBuf, n)
 	lockAddr := sl.addr().Add(uint64(n - 8))
 	ops := append(s.batch(), remote.CAS(lockAddr, 0, s.lockTag()), remote.Read(sl.addr(), s.leafBuf))
-	s.lockFrom = s.m.LockedAt(s.c.Now())
+	s.lockFrom, s.lockBits = s.m.LockedAt(s.c.Now()), 0
 	if err := s.do(ctx, ops); err != nil {
 		return leafView{}, 0, 0, err
 	}
@@ -417,28 +417,27 @@ func (s *session) markRemoved(ops []remote.Op, sl slot, meta uint64) []remote.Op
 // leaf to reclamation (I8).
 func (s *session) retire(ctx context.Context, sl slot) error {
 	binary.LittleEndian.PutUint64(s.meta[:], lockRetired)
-	if err := s.c.Write(ctx, leafLockAddr(sl), s.meta[:]); err != nil {
+	switch err := s.doUnder(context.WithoutCancel(ctx), leafLockAddr(sl), append(s.batch(), remote.Write(leafLockAddr(sl), s.meta[:]))); err {
+	case nil:
+		s.retireLeaf(sl)
+		return nil
+	case errRestart:
+		// Taken over while the client was silent: the repairer finds the
+		// leaf unlinked and retires it (recover.go).
+		return nil
+	default:
 		return err
 	}
-	s.retireLeaf(sl)
-	return nil
 }
 
-// unlock restores a leaf that the session locked and that stays linked:
-// valid again (meta) and its lock free, the release after the meta in one
-// batch, posted by doUnder.
+// unlock restores a leaf that the session locked, or took over as a
+// repairer, and that stays linked: valid again (meta) and its lock free,
+// the release after the meta in one batch, posted by doUnder.
 func (s *session) unlock(ctx context.Context, sl slot, meta uint64) error {
-	return s.restore(ctx, sl, meta, leafLockAddr(sl))
-}
-
-// restore is unlock for a leaf locked by the session (lock: its lock word,
-// confirmed by doUnder) or taken over by it as a repairer (lock nil:
-// repairs are not checked, docs/recovery.md).
-func (s *session) restore(ctx context.Context, sl slot, meta uint64, lock remote.Addr) error {
 	binary.LittleEndian.PutUint64(s.meta[:], meta|metaValidBit)
 	ops := append(s.batch(), remote.Write(leafMetaAddr(sl), s.meta[:]),
 		remote.Write(leafLockAddr(sl), zeroWord[:]))
-	return s.doUnder(context.WithoutCancel(ctx), lock, ops)
+	return s.doUnder(context.WithoutCancel(ctx), leafLockAddr(sl), ops)
 }
 
 // installLeaf replaces a tombstone slot with a new leaf, written on the

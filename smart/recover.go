@@ -37,7 +37,9 @@ import (
 //
 // Every step is decided from remote state only and is idempotent, so a
 // repairer that dies mid-repair leaves its own tag, and the next one starts
-// over. A header split's moving flag carries no owner, only a nonce that
+// over; a repairer paused past a lease checks its lock before each write,
+// as a holder does (takeOver, doUnder), and writes nothing more once the
+// lock was taken over from it. A header split's moving flag carries no owner, only a nonce that
 // tells it from a later flag on the same word (revNonce); waitMoving judges
 // it by time and repairFlag finishes or undoes the split.
 
@@ -194,7 +196,7 @@ func (s *session) stillHeld(ctx context.Context, lockAddr remote.Addr) (time.Dur
 	tag, now := s.lockTag(), s.c.Now()
 	ops := s.lockOps[:0]
 	if !lockAddr.IsNil() {
-		ops = append(ops, remote.CAS(lockAddr, old, tag))
+		ops = append(ops, remote.CAS(lockAddr, old|s.lockBits, tag|s.lockBits))
 		s.lockFrom = now
 	}
 	if !s.nodeLock.IsNil() {
@@ -347,27 +349,46 @@ func (s *session) judgeLeaf(ctx context.Context, sl slot, attempt int) error {
 // the next repairer, looking up the dead holder, still finds the record.
 func (s *session) recoverLeaf(ctx context.Context, a remote.Addr, class int, dead uint64, by time.Duration) (bool, error) {
 	ctx = context.WithoutCancel(ctx) // a lock taken over is always released
+	buf, rec, ok, err := s.takeOver(ctx, a, class, dead, by)
+	if !ok || err != nil {
+		return false, err
+	}
+	return true, s.repairLeaf(ctx, a, class, buf, dead, rec)
+}
+
+// takeOver is recoverLeaf's takeover: it reports whether the session now
+// holds the lock of the leaf at a, as a repairer (lockBits: repairBit),
+// with the leaf as read by the takeover's batch in buf and the dead
+// holder's redo record of it (a zero Target if none). Like a lock the
+// session takes itself, the lock counts from registry.Member.LockedAt of
+// the takeover's posting (lockFrom): every batch the repair writes under it
+// goes through doUnder, so that a repairer paused past a lease, whose lock
+// a waiter judged dead and took over in turn, writes nothing more
+// (docs/recovery.md, "Stale writers").
+func (s *session) takeOver(ctx context.Context, a remote.Addr, class int, dead uint64, by time.Duration) ([]byte, registry.Redo, bool, error) {
 	n := classBytes(class)
 	rec, ok, err := s.carryRedo(ctx, a, n, dead)
 	if err != nil {
-		return false, err
+		return nil, rec, false, err
 	}
 	buf := make([]byte, n)
 	ops := append(s.batch(), remote.CAS(a.Add(uint64(n-8)), dead, s.lockTag()|repairBit), remote.Read(a, buf))
 	s.ops = ops
+	from := s.m.LockedAt(s.c.Now())
 	if err := s.c.DoBy(ctx, ops, by); errors.Is(err, remote.ErrLate) {
-		return false, nil // the judgement is too old to act on: judge again
+		return nil, rec, false, nil // the judgement is too old to act on: judge again
 	} else if err != nil {
-		return false, err
+		return nil, rec, false, err
 	}
 	if !ops[0].Succeeded() {
-		return false, nil
+		return nil, rec, false, nil
 	}
+	s.lockFrom, s.lockBits = from, repairBit
 	s.t.rstats.recovered.Add(1)
 	if !ok {
 		rec = registry.Redo{}
 	}
-	return true, s.repairLeaf(ctx, a, class, buf, dead, rec)
+	return buf, rec, true, nil
 }
 
 // carryRedo reads the redo record that the holder of tag dead left for the
@@ -395,6 +416,7 @@ func (s *session) carryRedo(ctx context.Context, a remote.Addr, n int, dead uint
 // otherwise).
 func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf []byte, dead uint64, rec registry.Redo) error {
 	n := classBytes(class)
+	lockAddr := a.Add(uint64(n - 8))
 	v, st := s.t.lf.parse(buf, class)
 	if st == leafTorn {
 		if ra, rc, ok := redoLeaf(rec.Target, rec.Image); !ok || ra != a || rc != class {
@@ -405,7 +427,7 @@ func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf 
 			return corruptf("I9: leaf %v: still torn after the redo record of %#x", a, dead)
 		}
 		// The data part; the lock word stays ours.
-		if err := s.c.Write(ctx, rec.Target, rec.Image); err != nil {
+		if err := s.doUnder(ctx, lockAddr, append(s.batch(), remote.Write(rec.Target, rec.Image))); err != nil {
 			return err
 		}
 	}
@@ -415,14 +437,14 @@ func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf 
 		case err != nil:
 			return err
 		case linked:
-			return s.restore(ctx, leafSlot(0, class, a), v.meta, 0)
+			return s.unlock(ctx, leafSlot(0, class, a), v.meta)
 		}
 		return s.retire(ctx, leafSlot(0, class, a))
 	}
-	if err := s.relink(ctx, a, v.key, v.rev); err != nil {
+	if err := s.relink(ctx, a, lockAddr, v.key, v.rev); err != nil {
 		return err
 	}
-	return s.c.Write(ctx, a.Add(uint64(n-8)), zeroWord[:])
+	return s.doUnder(ctx, lockAddr, append(s.batch(), remote.Write(lockAddr, zeroWord[:])))
 }
 
 // stillLinked reports whether the slot named by rev, the reverse pointer of
@@ -443,8 +465,9 @@ func (s *session) stillLinked(ctx context.Context, a, rev remote.Addr) (bool, er
 // key, at the slot that links it, found by a descent from the root: a split
 // that died after moving the pointer (to its new node) and before or after
 // its slot CAS leaves it naming a slot that may or may not be linked. A leaf
-// no descent reaches is left alone.
-func (s *session) relink(ctx context.Context, a remote.Addr, key []byte, rev remote.Addr) error {
+// no descent reaches is left alone. The WRITE goes under the leaf's lock,
+// whose word is at lockAddr (doUnder).
+func (s *session) relink(ctx context.Context, a, lockAddr remote.Addr, key []byte, rev remote.Addr) error {
 	// The descent caches what it reads under s.enc's prefixes: it runs on
 	// L's key, and the operation's own is put back after.
 	opEnc := s.enc
@@ -468,7 +491,7 @@ func (s *session) relink(ctx context.Context, a remote.Addr, key []byte, rev rem
 	}
 	var w [8]byte
 	binary.LittleEndian.PutUint64(w[:], uint64(d.cur.addr))
-	return s.c.Write(ctx, a.Add(leafRevOff), w[:])
+	return s.doUnder(ctx, lockAddr, append(s.batch(), remote.Write(a.Add(leafRevOff), w[:])))
 }
 
 // settle repairs the leaf named by a redo record that a previous

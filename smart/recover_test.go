@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -672,5 +673,117 @@ func TestFlagCommitLate(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestStaleRepairer pauses a repairer for three leases right after it took
+// a dead holder's leaf lock over. Another compute node judges the silent
+// repairer dead in turn, repairs the leaf and takes the lock for itself;
+// when the first repairer resumes, it must write nothing under the lock it
+// lost (its release WRITE used to free the new holder's lock, and its redo
+// WRITE could revert the new holder's update).
+func TestStaleRepairer(t *testing.T) {
+	const lease = time.Millisecond
+	ctx := context.Background()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	trees := make([]*Tree, 3)
+	for i := range trees {
+		if trees[i], err = Open(p.NewComputeNode(), Options{Lease: lease}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repairer, holder, deadTree := trees[0], trees[1], trees[2]
+	k := []byte("repaired-key")
+	if err := holder.Put(ctx, k, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	// A dead holder's lock on k's leaf: a tag whose client slot has a new
+	// incarnation is dead at once.
+	s, err := deadTree.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := s.lockTag()
+	if _, err := s.m.Renew(ctx, s.c); err != nil {
+		t.Fatal(err)
+	}
+	s.enc = appendEncoded(s.enc[:0], k)
+	cur, err := s.start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.descend(ctx, s.enc, cur)
+	if err != nil || d.out != atLeaf {
+		t.Fatalf("descent to k: %v, %v", d.out, err)
+	}
+	leaf := d.cur
+	if err := s.c.Write(ctx, leafLockAddr(leaf.sl), putWord(nil, dead)); err != nil {
+		t.Fatal(err)
+	}
+	deadTree.release(s)
+
+	var repairErr, holdErr error
+	var lockSeen, holderTag uint64
+	p.Go(func() {
+		s, err := repairer.session()
+		if err != nil {
+			repairErr = err
+			return
+		}
+		defer repairer.release(s)
+		buf, rec, ok, err := s.takeOver(ctx, leaf.sl.addr(), leaf.sl.leafClass(), dead, registry.NoDeadline)
+		if err != nil || !ok {
+			repairErr = fmt.Errorf("takeover: %v, %v", ok, err)
+			return
+		}
+		s.c.Compute(3 * lease) // paused: no heartbeat
+		repairErr = s.repairLeaf(ctx, leaf.sl.addr(), leaf.sl.leafClass(), buf, dead, rec)
+	})
+	p.Go(func() {
+		holder.cn.NewClient().Compute(10 * time.Microsecond) // after the takeover
+		s, err := holder.session()
+		if err != nil {
+			holdErr = err
+			return
+		}
+		defer holder.release(s)
+		res, v, cur, err := s.lockLeaf(ctx, leaf, k, false)
+		if err != nil || res != leafLocked {
+			holdErr = fmt.Errorf("lockLeaf: %v, %v", res, err)
+			return
+		}
+		holderTag = s.lockTag()
+		s.c.Compute(4 * lease) // holds the lock while the first repairer resumes
+		w, err := s.readWord(ctx, leafLockAddr(cur.sl))
+		if err != nil {
+			holdErr = err
+			return
+		}
+		lockSeen = w
+		if _, holdErr = s.holding(ctx, leafLockAddr(cur.sl)); holdErr == nil {
+			holdErr = s.writeInPlace(ctx, cur.sl, k, []byte("new"), v.birth)
+		}
+	})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if repairErr != errRestart {
+		t.Errorf("the paused repairer: %v, want errRestart (its lock was taken over)", repairErr)
+	}
+	if lockSeen&^repairBit != holderTag&^repairBit {
+		t.Errorf("the new holder's lock word read %#x while it held the lock with %#x: the stale repairer wrote under it", lockSeen, holderTag)
+	}
+	if holdErr != nil {
+		t.Fatalf("the new holder: %v", holdErr)
+	}
+	if v, ok, err := holder.Get(ctx, k); err != nil || !ok || string(v) != "new" {
+		t.Fatalf("Get = %q, %v, %v; want \"new\"", v, ok, err)
+	}
+	if err := holder.Verify(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -57,6 +57,10 @@ type session struct {
 	// session last took: registry.Member.LockedAt of the time its CAS was
 	// posted, or the time of the CAS that renewed it (holding).
 	lockFrom time.Duration
+	// lockBits are the bits the leaf lock word holds besides the session's
+	// tag: repairBit while the session repairs a leaf it took over
+	// (recover.go), 0 for a lock it took itself.
+	lockBits uint64
 	// nodeLock is the word of the node lock the session holds in the
 	// locked-internal variant (nil: none), nodeFrom when others may have
 	// started to act on it (as lockFrom) and nodeTag the tag it was taken
