@@ -652,3 +652,93 @@ func TestStaleWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleRepairer pauses a repairer for three leases right after it took
+// a dead holder's global word over. Another compute node judges the silent
+// repairer dead in turn and locks the page; when the first repairer
+// resumes, it must write nothing under the word it lost (its WRITE of its
+// own tag used to replace the new holder's, so that both held the lock).
+func TestStaleRepairer(t *testing.T) {
+	ctx := context.Background()
+	const lease = 2 * time.Millisecond
+	p := simPool(t, remote.InOrder, 1)
+	opts := crashOpts
+	opts.Lease = lease
+	rep, holder, gone := openTree(t, p, opts), openTree(t, p, opts), openTree(t, p, opts)
+	if err := holder.Put(ctx, ikey(1), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	leaf := holder.root.Load().addr
+	_, word := holder.locks.lockWord(leaf)
+	// A dead holder: a tag whose client slot has a new incarnation.
+	s, err := gone.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := s.tag
+	if _, err := s.m.Renew(ctx, s.c); err != nil {
+		t.Fatal(err)
+	}
+	s.tag = s.m.Tag()
+	if err := s.c.Write(ctx, word, le.AppendUint64(nil, dead)); err != nil {
+		t.Fatal(err)
+	}
+	gone.release(s)
+
+	var repairErr, holdErr error
+	var seen, holderTag uint64
+	p.Go(func() {
+		s, err := rep.session()
+		if err != nil {
+			repairErr = err
+			return
+		}
+		defer rep.release(s)
+		h := &held{word: word, from: s.m.LockedAt(s.c.Now())}
+		var watch registry.Watch
+		r, relevant, won, err := s.takeWord(ctx, h, dead, &watch)
+		if err != nil || !won {
+			repairErr = fmt.Errorf("takeover: %v, %v", won, err)
+			return
+		}
+		s.c.Compute(3 * lease) // paused: no heartbeat
+		repairErr = s.repair(ctx, h, r, relevant)
+	})
+	p.Go(func() {
+		holder.cn.NewClient().Compute(10 * time.Microsecond) // after the takeover
+		s, err := holder.session()
+		if err != nil {
+			holdErr = err
+			return
+		}
+		defer holder.release(s)
+		h, err := s.lock(ctx, leaf)
+		if err != nil {
+			holdErr = err
+			return
+		}
+		holderTag = s.tag
+		s.c.Compute(4 * lease) // holds the lock while the first repairer resumes
+		var w [8]byte
+		if holdErr = s.c.Read(ctx, word, w[:]); holdErr == nil {
+			seen = le.Uint64(w[:])
+			holdErr = s.unlock(ctx, h)
+		}
+	})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(repairErr, ErrLeaseLost) {
+		t.Errorf("the paused repairer: %v, want ErrLeaseLost (its word was taken over)", repairErr)
+	}
+	if seen&^repairBit != holderTag {
+		t.Errorf("the new holder's global word read %#x while it held it with %#x: the stale repairer wrote to it", seen, holderTag)
+	}
+	if holdErr != nil {
+		t.Fatalf("the new holder: %v", holdErr)
+	}
+	if v, _, err := holder.Get(ctx, ikey(1)); err != nil || string(v) != "old" {
+		t.Fatalf("Get = %q, %v, want \"old\"", v, err)
+	}
+	verify(t, holder)
+}

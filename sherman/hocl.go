@@ -209,7 +209,7 @@ func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
 			s.touch()
 			h.from = s.m.LockedAt(s.c.Now())
 			var won bool
-			if won, err = s.takeover(ctx, h.word, old, &watch); err == nil && won {
+			if won, err = s.takeover(ctx, h, old, &watch); err == nil && won {
 				break
 			}
 		}

@@ -176,26 +176,45 @@ func (s *session) stillHeld(ctx context.Context, h *held) (by time.Duration, err
 	return s.t.reg.WriteBy(), nil
 }
 
-// takeover judges the holder of the global word whose value is old (watch
-// carries the judgement across the waiter's retries) and, if it is dead,
-// takes the lock over: the dead holder's redo record on the word's memory
-// node, if it names a page under this word, is copied into the session's
-// slot in the batch of CAS(word: old → tag|repairBit); the winner repairs
-// the page and holds the lock with its tag. It reports whether the session
-// now holds the word.
-func (s *session) takeover(ctx context.Context, word remote.Addr, old uint64, watch *registry.Watch) (bool, error) {
-	t := s.t
-	dead, err := t.reg.Dead(ctx, s.c, watch, old)
-	if err != nil || !dead {
+// takeover judges the holder of the global word h.word whose value is old
+// (watch carries the judgement across the waiter's retries) and, if it is
+// dead, takes the lock over: the dead holder's redo record on the word's
+// memory node, if it names a page under this word, is copied into the
+// session's slot in the batch of CAS(word: old → tag|repairBit); the winner
+// repairs the page (repair) and holds the lock with its tag. It reports
+// whether the session now holds the word (h.global). The lock counts from
+// h.from, set before the judgement, like a lock the session takes itself.
+func (s *session) takeover(ctx context.Context, h *held, old uint64, watch *registry.Watch) (bool, error) {
+	r, relevant, won, err := s.takeWord(ctx, h, old, watch)
+	if err != nil || !won {
 		return false, err
 	}
-	var r registry.Redo
-	relevant := false
+	if err := s.repair(ctx, h, r, relevant); err != nil {
+		if h.global && !s.c.Crashed() {
+			// Still the session's (not taken over meanwhile): give it
+			// back, by a CAS of the value it holds.
+			_ = s.c.Post(context.WithoutCancel(ctx), []remote.Op{remote.CAS(h.word, h.val, 0)})
+			h.global = false
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// takeWord is takeover's judgement and CAS: won reports whether the session
+// took h.word over (h.global, h.val: its tag with repairBit), r the dead
+// holder's redo record and relevant whether it names a page under the word.
+func (s *session) takeWord(ctx context.Context, h *held, old uint64, watch *registry.Watch) (r registry.Redo, relevant, won bool, err error) {
+	t, word := s.t, h.word
+	dead, err := t.reg.Dead(ctx, s.c, watch, old)
+	if err != nil || !dead {
+		return r, false, false, err
+	}
 	ops := s.ops[:0]
 	if !t.opts.NoRedo {
 		var ok bool
 		if r, ok, err = t.reg.RedoOf(ctx, s.c, registry.SlotOf(old), word.MN()); err != nil {
-			return false, err
+			return r, false, false, err
 		}
 		if ok {
 			_, w := t.locks.lockWord(r.Target)
@@ -209,39 +228,31 @@ func (s *session) takeover(ctx context.Context, word remote.Addr, old uint64, wa
 	ops = append(ops, remote.CAS(word, old, s.tag|repairBit))
 	s.ops = ops[:0]
 	if err := s.c.DoBy(context.WithoutCancel(ctx), ops, watch.ActBy()); errors.Is(err, remote.ErrLate) {
-		return false, nil // the judgement is too old to act on: judge again
+		return r, false, false, nil // the judgement is too old to act on: judge again
 	} else if err != nil {
-		return false, err
+		return r, false, false, err
 	}
 	if ops[len(ops)-1].Old != old {
-		return false, nil
+		return r, false, false, nil
 	}
 	t.stats.recovered.Add(1)
 	s.recovered++
-	if err := s.repair(ctx, word, r, relevant); err != nil {
-		if !s.c.Crashed() {
-			_ = s.c.Post(context.WithoutCancel(ctx), []remote.Op{remote.Write(word, zeroWord[:])})
-		}
-		return false, err
-	}
-	return true, nil
+	h.global, h.val = true, s.tag|repairBit
+	return r, relevant, true, nil
 }
 
-// repair runs after a takeover of word: if r (relevant: it names a page
-// under word) is the dead holder's last record and its page is torn, the
-// WRITE it records was cut, and the image is written again; the word's
-// repair bit is cleared in the same batch. Every page under word other
+// repair runs after a takeover of h.word: if r (relevant: it names a page
+// under the word) is the dead holder's last record and its page is torn,
+// the WRITE it records was cut, and the image is written again; the word's
+// repair bit is cleared in the same batch. Every page under the word other
 // than r's is intact: a word is released only after repair, and the dead
-// holder's last write under it is the one recorded.
-func (s *session) repair(ctx context.Context, word remote.Addr, r registry.Redo, relevant bool) error {
+// holder's last write under it is the one recorded. Its writes are checked
+// and posted as any holder's (retag): a repairer paused past a lease, whose
+// word a waiter took over in turn, writes nothing more (ErrLeaseLost).
+func (s *session) repair(ctx context.Context, h *held, r registry.Redo, relevant bool) error {
 	ctx = context.WithoutCancel(ctx)
-	var tag [8]byte
-	le.PutUint64(tag[:], s.tag)
-	// Signaled: a client this one hands the lock over to re-tags the word
-	// with a CAS that must find the tag, not the repair bit.
-	own := remote.Write(word, tag[:])
 	if !relevant {
-		return s.c.Do(ctx, []remote.Op{own})
+		return s.retag(ctx, h)
 	}
 	g := &s.t.g
 	if s.rbuf == nil {
@@ -251,10 +262,10 @@ func (s *session) repair(ctx context.Context, word remote.Addr, r registry.Redo,
 		return err
 	}
 	if (page{g, s.rbuf}).valid() {
-		return s.c.Do(ctx, []remote.Op{own})
+		return s.retag(ctx, h)
 	}
 	off, data, _ := s.t.parseImage(r)
-	if err := s.c.Do(ctx, []remote.Op{remote.Write(r.Target.Add(uint64(off)), data), own}); err != nil {
+	if err := s.retag(ctx, h, remote.Write(r.Target.Add(uint64(off)), data)); err != nil {
 		return err
 	}
 	if err := s.c.Read(ctx, r.Target, s.rbuf); err != nil {
@@ -265,6 +276,39 @@ func (s *session) repair(ctx context.Context, word remote.Addr, r registry.Redo,
 	}
 	s.t.stats.redone.Add(1)
 	return nil
+}
+
+// retag posts data, then the WRITE that leaves h.word holding the session's
+// tag alone (signaled: a client this one hands the lock over to re-tags the
+// word with a CAS that must find the tag, not the repair bit), after
+// stillHeld and by the deadline it returns; a late batch checks again,
+// RetryBudget times in a row at most (then the lock is left to the waiters,
+// who judge its tag dead at once once the member renews, and it fails with
+// index.ErrContention).
+func (s *session) retag(ctx context.Context, h *held, data ...remote.Op) error {
+	for late := 0; ; late++ {
+		if late > s.t.opts.RetryBudget {
+			if _, err := s.m.Renew(ctx, s.c); err != nil {
+				return err
+			}
+			s.tag, h.global = s.m.Tag(), false
+			return fmt.Errorf("%w: a repair under global lock %v was past its deadline %d times in a row (Options.Lease %v too short for the client's latency?)",
+				index.ErrContention, h.word, late, s.t.opts.Lease)
+		}
+		by, err := s.stillHeld(ctx, h)
+		if err != nil {
+			return err
+		}
+		le.PutUint64(s.tagWord[:], s.tag)
+		ops := append(append(s.ops[:0], data...), remote.Write(h.word, s.tagWord[:]))
+		s.ops = ops[:0]
+		if err := s.c.DoBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
+			if err == nil {
+				h.val = s.tag
+			}
+			return err
+		}
+	}
 }
 
 // bury drops session s whose client crashed: its member is marked dead

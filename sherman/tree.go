@@ -250,6 +250,7 @@ type session struct {
 	rec, img  []byte        // scratch redo record and image
 	wops      []remote.Op   // scratch page write
 	rbuf      []byte        // page buffer of repairs
+	tagWord   [8]byte       // the tag a repair leaves in a global word (retag)
 	recovered int           // locks taken over
 	locked    bool          // the session holds a lock (helpTorn must not take another)
 	verifying bool          // Verify reads: report, never repair
