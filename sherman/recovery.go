@@ -287,7 +287,7 @@ func (s *session) repair(ctx context.Context, h *held, r registry.Redo, relevant
 // index.ErrContention).
 func (s *session) retag(ctx context.Context, h *held, data ...remote.Op) error {
 	for late := 0; ; late++ {
-		if late > s.t.opts.RetryBudget {
+		if late >= s.t.opts.RetryBudget {
 			if _, err := s.m.Renew(ctx, s.c); err != nil {
 				return err
 			}

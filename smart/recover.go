@@ -39,9 +39,10 @@ import (
 // repairer that dies mid-repair leaves its own tag, and the next one starts
 // over; a repairer paused past a lease checks its lock before each write,
 // as a holder does (takeOver, doUnder), and writes nothing more once the
-// lock was taken over from it. A header split's moving flag carries no owner, only a nonce that
-// tells it from a later flag on the same word (revNonce); waitMoving judges
-// it by time and repairFlag finishes or undoes the split.
+// lock was taken over from it. A header split's moving flag carries no
+// owner, only a nonce that tells it from a later flag on the same word
+// (revNonce); waitMoving judges it by time and repairFlag finishes or
+// undoes the split.
 
 // repairBit marks a lock word taken over by a repairer.
 const repairBit = 1 << 61
