@@ -212,6 +212,9 @@ func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
 			if won, err = s.takeover(ctx, h, old, &watch); err == nil && won {
 				break
 			}
+			if errors.Is(err, ErrLeaseLost) {
+				err = nil // taken over from this repairer while it was silent: try again
+			}
 		}
 		if err == nil && i >= 64*s.t.opts.RetryBudget {
 			err = fmt.Errorf("sherman: global lock %v of page %v still held by %#x after %d CASes: %w",
