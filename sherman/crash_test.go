@@ -742,3 +742,74 @@ func TestStaleRepairer(t *testing.T) {
 	}
 	verify(t, holder)
 }
+
+// TestStaleRelease pauses a holder for three leases before it releases a
+// global word under which it wrote nothing (a bare unlock, posted without
+// waiting). Another compute node judges it dead meanwhile and locks the
+// page; the stale release must not land on the new holder's word (it used
+// to: a later CAS then took the lock from the new holder, and two holders
+// tore a page for good, RunStalls seed 8056 of TestCrashBattery).
+func TestStaleRelease(t *testing.T) {
+	ctx := context.Background()
+	const lease = 2 * time.Millisecond
+	p := simPool(t, remote.InOrder, 1)
+	opts := crashOpts
+	opts.Lease = lease
+	stale, other := openTree(t, p, opts), openTree(t, p, opts)
+	if err := other.Put(ctx, ikey(1), []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	leaf := other.root.Load().addr
+	_, word := other.locks.lockWord(leaf)
+	var staleErr, holdErr error
+	var seen, holderTag uint64
+	p.Go(func() {
+		s, err := stale.session()
+		if err != nil {
+			staleErr = err
+			return
+		}
+		defer stale.release(s)
+		h, err := s.lock(ctx, leaf)
+		if err != nil {
+			staleErr = err
+			return
+		}
+		s.c.Compute(3 * lease) // paused: no heartbeat
+		staleErr = s.unlock(ctx, h)
+	})
+	p.Go(func() {
+		other.cn.NewClient().Compute(10 * time.Microsecond) // after the lock
+		s, err := other.session()
+		if err != nil {
+			holdErr = err
+			return
+		}
+		defer other.release(s)
+		h, err := s.lock(ctx, leaf)
+		if err != nil {
+			holdErr = err
+			return
+		}
+		holderTag = s.tag
+		s.c.Compute(4 * lease) // holds the word while the stale holder resumes
+		var w [8]byte
+		if holdErr = s.c.Read(ctx, word, w[:]); holdErr == nil {
+			seen = le.Uint64(w[:])
+			holdErr = s.unlock(ctx, h)
+		}
+	})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if staleErr != nil {
+		t.Errorf("the stale holder's release: %v, want nil (nothing to release)", staleErr)
+	}
+	if seen&^repairBit != holderTag {
+		t.Errorf("the new holder's global word read %#x while it held it with %#x: the stale release landed on it", seen, holderTag)
+	}
+	if holdErr != nil {
+		t.Fatalf("the new holder: %v", holdErr)
+	}
+	verify(t, other)
+}

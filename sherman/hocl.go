@@ -367,13 +367,39 @@ func (s *session) unlock(ctx context.Context, h held, data ...remote.Op) error {
 			}
 		}
 	case len(ops) > 0:
-		// A bare unlock: nothing depends on its completion.
-		err = s.c.Post(ctx, ops)
+		err = s.releaseWord(ctx, &h)
 	}
 	if release && !s.c.Crashed() {
 		h.global = false // released, or lost with the error
 	}
 	s.pass(ctx, h)
+	return err
+}
+
+// releaseWord releases the global word h holds, with nothing written under
+// it: nothing depends on when the release lands, so it is posted without
+// waiting, but like every batch under the lock it leaves by the deadline of
+// stillHeld, and not at all if the word was taken over (a release stalled
+// past a lease landed after a waiter had taken the word over and freed a
+// later holder's lock, and two holders then tore a page for good: RunStalls
+// seed 8056 of TestCrashBattery). A release late RetryBudget times in a
+// row gives the word back by a CAS of the value it holds instead.
+func (s *session) releaseWord(ctx context.Context, h *held) error {
+	for late := 0; late < s.t.opts.RetryBudget; late++ {
+		by, err := s.stillHeld(ctx, h)
+		if errors.Is(err, ErrLeaseLost) {
+			return nil // taken over: not this session's to release
+		}
+		if err != nil {
+			return err
+		}
+		ops := append(s.ops[:0], remote.Write(h.word, zeroWord[:]))
+		s.ops = ops[:0]
+		if err := s.c.PostBy(ctx, ops, by); !errors.Is(err, remote.ErrLate) {
+			return err
+		}
+	}
+	_, err := s.c.CAS(ctx, h.word, h.val, 0)
 	return err
 }
 
@@ -404,7 +430,7 @@ func (s *session) pass(ctx context.Context, h held) {
 		w := l.head
 		if w == nil && h.global {
 			l.mu.Unlock()
-			s.c.Post(context.WithoutCancel(ctx), []remote.Op{remote.Write(h.word, zeroWord[:])})
+			_ = s.releaseWord(context.WithoutCancel(ctx), &h) // a failure means the pool is closed
 			h.global = false
 			continue
 		}
