@@ -685,8 +685,7 @@ func TestStaleRepairer(t *testing.T) {
 	}
 	gone.release(s)
 
-	var repairErr, holdErr error
-	var seen, holderTag uint64
+	var repairErr error
 	p.Go(func() {
 		s, err := rep.session()
 		if err != nil {
@@ -704,39 +703,15 @@ func TestStaleRepairer(t *testing.T) {
 		s.c.Compute(3 * lease) // paused: no heartbeat
 		repairErr = s.repair(ctx, h, r, relevant)
 	})
-	p.Go(func() {
-		holder.cn.NewClient().Compute(10 * time.Microsecond) // after the takeover
-		s, err := holder.session()
-		if err != nil {
-			holdErr = err
-			return
-		}
-		defer holder.release(s)
-		h, err := s.lock(ctx, leaf)
-		if err != nil {
-			holdErr = err
-			return
-		}
-		holderTag = s.tag
-		s.c.Compute(4 * lease) // holds the lock while the first repairer resumes
-		var w [8]byte
-		if holdErr = s.c.Read(ctx, word, w[:]); holdErr == nil {
-			seen = le.Uint64(w[:])
-			holdErr = s.unlock(ctx, h)
-		}
-	})
+	var next nextHolder
+	p.Go(func() { next.run(ctx, holder, leaf, word, 4*lease) })
 	if err := p.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if !errors.Is(repairErr, ErrLeaseLost) {
 		t.Errorf("the paused repairer: %v, want ErrLeaseLost (its word was taken over)", repairErr)
 	}
-	if seen&^repairBit != holderTag {
-		t.Errorf("the new holder's global word read %#x while it held it with %#x: the stale repairer wrote to it", seen, holderTag)
-	}
-	if holdErr != nil {
-		t.Fatalf("the new holder: %v", holdErr)
-	}
+	next.check(t)
 	if v, _, err := holder.Get(ctx, ikey(1)); err != nil || string(v) != "old" {
 		t.Fatalf("Get = %q, %v, want \"old\"", v, err)
 	}
@@ -761,8 +736,7 @@ func TestStaleRelease(t *testing.T) {
 	}
 	leaf := other.root.Load().addr
 	_, word := other.locks.lockWord(leaf)
-	var staleErr, holdErr error
-	var seen, holderTag uint64
+	var staleErr error
 	p.Go(func() {
 		s, err := stale.session()
 		if err != nil {
@@ -778,38 +752,58 @@ func TestStaleRelease(t *testing.T) {
 		s.c.Compute(3 * lease) // paused: no heartbeat
 		staleErr = s.unlock(ctx, h)
 	})
-	p.Go(func() {
-		other.cn.NewClient().Compute(10 * time.Microsecond) // after the lock
-		s, err := other.session()
-		if err != nil {
-			holdErr = err
-			return
-		}
-		defer other.release(s)
-		h, err := s.lock(ctx, leaf)
-		if err != nil {
-			holdErr = err
-			return
-		}
-		holderTag = s.tag
-		s.c.Compute(4 * lease) // holds the word while the stale holder resumes
-		var w [8]byte
-		if holdErr = s.c.Read(ctx, word, w[:]); holdErr == nil {
-			seen = le.Uint64(w[:])
-			holdErr = s.unlock(ctx, h)
-		}
-	})
+	var next nextHolder
+	p.Go(func() { next.run(ctx, other, leaf, word, 4*lease) })
 	if err := p.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if staleErr != nil {
 		t.Errorf("the stale holder's release: %v, want nil (nothing to release)", staleErr)
 	}
-	if seen&^repairBit != holderTag {
-		t.Errorf("the new holder's global word read %#x while it held it with %#x: the stale release landed on it", seen, holderTag)
-	}
-	if holdErr != nil {
-		t.Fatalf("the new holder: %v", holdErr)
-	}
+	next.check(t)
 	verify(t, other)
+}
+
+// nextHolder is the compute node of TestStaleRepairer and TestStaleRelease
+// that locks a page while a stale client is paused, and reads the page's
+// global word while it holds it, after the stale client resumed.
+type nextHolder struct {
+	seen, tag uint64 // the word read while holding it, and the holder's tag
+	err       error
+}
+
+// run locks the page at leaf (global word word) with tr, a little after the
+// stale client took its lock, holds it for hold, reads the word and
+// unlocks.
+func (n *nextHolder) run(ctx context.Context, tr *Tree, leaf, word remote.Addr, hold time.Duration) {
+	tr.cn.NewClient().Compute(10 * time.Microsecond) // after the stale client's lock
+	s, err := tr.session()
+	if err != nil {
+		n.err = err
+		return
+	}
+	defer tr.release(s)
+	h, err := s.lock(ctx, leaf)
+	if err != nil {
+		n.err = err
+		return
+	}
+	n.tag = s.tag
+	s.c.Compute(hold) // holds the word while the stale client resumes
+	var w [8]byte
+	if n.err = s.c.Read(ctx, word, w[:]); n.err == nil {
+		n.seen = le.Uint64(w[:])
+		n.err = s.unlock(ctx, h)
+	}
+}
+
+// check fails the test unless the holder found its own tag in the word.
+func (n *nextHolder) check(t *testing.T) {
+	t.Helper()
+	if n.seen&^repairBit != n.tag {
+		t.Errorf("the new holder's global word read %#x while it held it with %#x: the stale client wrote to it", n.seen, n.tag)
+	}
+	if n.err != nil {
+		t.Fatalf("the new holder: %v", n.err)
+	}
 }
