@@ -219,6 +219,12 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		s.dropUnlinked(chain.leaf, chain.leafClass)
 		return false, cur, err
 	}
+	if errors.Is(err, ErrContention) {
+		// Every batch was late and the session abandoned its locks
+		// (session.abandon): the repairer points the reverse pointer back
+		// and releases; a WRITE of the release now could free its lock.
+		return false, next, err
+	}
 	if err != nil {
 		// The pool failed: put the reverse pointer back before the release.
 		s.img = putWord(s.img[:0], uint64(cur.addr))
