@@ -122,11 +122,11 @@ func (sc *scanner) run(ctx context.Context) error {
 	if !sc.emit(p) || p.reaches(sc.hi) {
 		return nil
 	}
-	low, next := append(sc.low[:0], p.high()...), p.sibling()
-	defer func() { sc.low = low }()
+	sc.low = append(sc.low[:0], p.high()...)
+	next := p.sibling()
 	for batch := 1; ; {
 		if next == 0 {
-			return corrupt("leaf chain broken after fence %x", low)
+			return corrupt("leaf chain broken after fence %x", sc.low)
 		}
 		// Read the sibling and the predicted leaves after it in one batch.
 		if sc.left > 0 {
@@ -136,7 +136,7 @@ func (sc *scanner) run(ctx context.Context) error {
 		}
 		addrs, from := append(sc.addrs[:0], next), append(sc.from[:0], nil)
 		if c := s.t.cache; c != nil {
-			addrs, from = c.successors(addrs, from, low, next, batch-1, sc.hi)
+			addrs, from = c.successors(addrs, from, sc.low, next, batch-1, sc.hi)
 		}
 		sc.addrs, sc.from = addrs, from
 		for len(sc.bufs) < len(addrs) {
@@ -162,14 +162,14 @@ func (sc *scanner) run(ctx context.Context) error {
 					return err
 				}
 			}
-			if p.level() != 0 || !bytes.Equal(p.low(), low) {
+			if p.level() != 0 || !bytes.Equal(p.low(), sc.low) {
 				return corrupt("leaf %v has low fence %x at level %d, its left sibling's high fence is %x",
-					a, p.low(), p.level(), low)
+					a, p.low(), p.level(), sc.low)
 			}
 			if !sc.emit(p) || p.reaches(sc.hi) {
 				return nil
 			}
-			low, next = append(low[:0], p.high()...), p.sibling()
+			sc.low, next = append(sc.low[:0], p.high()...), p.sibling()
 		}
 	}
 }
