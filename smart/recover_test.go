@@ -233,20 +233,9 @@ func TestStaleWriter(t *testing.T) {
 					return
 				}
 				defer a.release(s)
-				s.enc = appendEncoded(s.enc[:0], k)
-				cur, err := s.start(ctx)
+				v, cur, err := lockKey(ctx, s, k)
 				if err != nil {
 					holdErr = err
-					return
-				}
-				d, err := s.descend(ctx, s.enc, cur)
-				if err != nil {
-					holdErr = err
-					return
-				}
-				res, v, cur, err := s.lockLeaf(ctx, d.cur, k, false)
-				if err != nil || res != leafLocked {
-					holdErr = fmt.Errorf("lockLeaf: %v, %v", res, err)
 					return
 				}
 				s.c.Compute(3 * lease) // paused: no heartbeat
@@ -280,6 +269,25 @@ func TestStaleWriter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockKey descends to k's leaf for session s and locks it, as a writer of
+// k does before it writes: it returns the leaf as read and its slot.
+func lockKey(ctx context.Context, s *session, k []byte) (leafView, cursor, error) {
+	s.enc = appendEncoded(s.enc[:0], k)
+	cur, err := s.start(ctx)
+	if err != nil {
+		return leafView{}, cur, err
+	}
+	d, err := s.descend(ctx, s.enc, cur)
+	if err != nil || d.out != atLeaf {
+		return leafView{}, cur, fmt.Errorf("descent to %q: %v, %v", k, d.out, err)
+	}
+	res, v, cur, err := s.lockLeaf(ctx, d.cur, k, false)
+	if err != nil || res != leafLocked {
+		return v, cur, fmt.Errorf("lockLeaf: %v, %v", res, err)
+	}
+	return v, cur, nil
 }
 
 // TestCrashDuringSettle tears a leaf: an in-place update stops after its
@@ -785,5 +793,128 @@ func TestStaleRepairer(t *testing.T) {
 	}
 	if err := holder.Verify(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestStaleDeleter pauses a Delete's holder past its lease, under the
+// leaf's lock, while another compute node takes the lock over. Paused
+// before its unlink, the holder must write nothing more (errRestart, the
+// operation starts again): a Put of the same key waiting on the lock judges
+// it dead, takes the lock over and wins. Paused after its unlink and before
+// its retire, the leaf is unlinked, so no waiter on the key reaches it; a
+// repairer that had its address (here called directly) takes the lock over,
+// finds the leaf unlinked and retires it. The holder's late retire must
+// then do nothing: the leaf goes to reclamation once, not twice (a double
+// retire would free its memory twice).
+func TestStaleDeleter(t *testing.T) {
+	const lease = time.Millisecond
+	ctx := context.Background()
+	for _, unlinked := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unlinked=%v", unlinked), func(t *testing.T) {
+			p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			opts := Options{Lease: lease, Reclaim: true, ReclaimInterval: lease / 4}
+			a, err := Open(p.NewComputeNode(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Open(p.NewComputeNode(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k := []byte("deleted-key")
+			if err := a.Put(ctx, k, []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+			var holdErr, otherErr, retireErr error
+			var leaf slot // the holder's leaf, once unlinked
+			p.Go(func() {
+				s, err := a.session()
+				if err != nil {
+					holdErr = err
+					return
+				}
+				defer a.release(s)
+				v, cur, err := lockKey(ctx, s, k)
+				if err != nil {
+					holdErr = err
+					return
+				}
+				if !unlinked {
+					s.c.Compute(3 * lease) // paused under the lock: no heartbeat
+				}
+				ops, err := s.linkUnder(ctx, leafLockAddr(cur.sl), s.markRemoved(s.batch(), cur.sl, v.meta),
+					remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
+				if err != nil {
+					holdErr = err
+					return
+				}
+				if slot(ops[len(ops)-1].Old) != cur.sl {
+					holdErr = fmt.Errorf("the unlink CAS found %v", slot(ops[len(ops)-1].Old))
+					return
+				}
+				leaf = cur.sl
+				s.c.Compute(3 * lease) // paused between the unlink and the retire
+				retireErr = s.retire(ctx, leaf)
+			})
+			p.Go(func() {
+				if !unlinked {
+					b.cn.NewClient().Compute(10 * time.Microsecond) // after a took the lock
+					otherErr = b.Put(ctx, k, []byte("from b"))
+					return
+				}
+				s, err := b.session()
+				if err != nil {
+					otherErr = err
+					return
+				}
+				defer b.release(s)
+				s.c.Compute(2 * lease) // the holder unlinked the leaf, then its lease ran out
+				dead, err := s.readWord(ctx, leafLockAddr(leaf))
+				if err != nil {
+					otherErr = err
+					return
+				}
+				ok, err := s.recoverLeaf(ctx, leaf.addr(), leaf.leafClass(), dead, registry.NoDeadline)
+				if err == nil && !ok {
+					err = fmt.Errorf("no takeover of the lock word %#x", dead)
+				}
+				otherErr = err
+			})
+			if err := p.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if !unlinked {
+				if holdErr != errRestart {
+					t.Fatalf("the holder paused before its unlink: %v, want errRestart (its lock was taken over)", holdErr)
+				}
+			} else if holdErr != nil || retireErr != nil {
+				t.Fatalf("the holder paused before its retire: %v, %v", holdErr, retireErr)
+			}
+			if otherErr != nil {
+				t.Fatalf("the other compute node: %v", otherErr)
+			}
+			want, present := "from b", true
+			if unlinked {
+				want, present = "", false
+			}
+			if v, ok, err := b.Get(ctx, k); err != nil || ok != present || string(v) != want {
+				t.Fatalf("Get = %q, %v, %v; want %q, %v", v, ok, err, want, present)
+			}
+			st := a.Stats()
+			stb := b.Stats()
+			if got := st.Retired + stb.Retired; unlinked && got != 1 {
+				t.Errorf("the unlinked leaf was retired %d times (holder %d, repairer %d), want once", got, st.Retired, stb.Retired)
+			}
+			if stb.Recovered == 0 {
+				t.Errorf("no lock was taken over: the test did not pause the holder past its lease")
+			}
+			if err := a.Verify(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
