@@ -208,40 +208,18 @@ func TestStaleWriter(t *testing.T) {
 	ctx := context.Background()
 	for _, contended := range []bool{true, false} {
 		t.Run(fmt.Sprintf("taken-over=%v", contended), func(t *testing.T) {
-			p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			a, err := Open(p.NewComputeNode(), Options{Lease: lease})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := Open(p.NewComputeNode(), Options{Lease: lease})
-			if err != nil {
-				t.Fatal(err)
-			}
 			k := []byte("paused-key")
-			if err := a.Put(ctx, k, []byte("old")); err != nil {
-				t.Fatal(err)
-			}
+			p, a, b := leaseTestTrees(t, Options{Lease: lease}, k)
 			var holdErr, writeErr, otherErr error
 			p.Go(func() {
-				s, err := a.session()
-				if err != nil {
-					holdErr = err
-					return
-				}
-				defer a.release(s)
-				v, cur, err := lockKey(ctx, s, k)
-				if err != nil {
-					holdErr = err
-					return
-				}
-				s.c.Compute(3 * lease) // paused: no heartbeat
-				if _, holdErr = s.holding(ctx, leafLockAddr(cur.sl)); holdErr == nil {
-					writeErr = s.writeInPlace(ctx, cur.sl, k, []byte("from a"), v.birth)
-				}
+				holdErr = withLocked(ctx, a, k, func(s *session, v leafView, cur cursor) error {
+					s.c.Compute(3 * lease) // paused: no heartbeat
+					_, err := s.holding(ctx, leafLockAddr(cur.sl))
+					if err == nil {
+						writeErr = s.writeInPlace(ctx, cur.sl, k, []byte("from a"), v.birth)
+					}
+					return err
+				})
 			})
 			if contended {
 				p.Go(func() {
@@ -271,23 +249,50 @@ func TestStaleWriter(t *testing.T) {
 	}
 }
 
-// lockKey descends to k's leaf for session s and locks it, as a writer of
-// k does before it writes: it returns the leaf as read and its slot.
-func lockKey(ctx context.Context, s *session, k []byte) (leafView, cursor, error) {
+// leaseTestTrees returns a simulated pool with two compute nodes' trees,
+// opened with opts, where a holds k = "old".
+func leaseTestTrees(t *testing.T, opts Options, k []byte) (p *remote.Pool, a, b *Tree) {
+	t.Helper()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	if a, err = Open(p.NewComputeNode(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = Open(p.NewComputeNode(), opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Put(context.Background(), k, []byte("old")); err != nil {
+		t.Fatal(err)
+	}
+	return p, a, b
+}
+
+// withLocked descends to k's leaf in a session of tr and locks it, as a
+// writer of k does before it writes, then runs fn with the leaf as read
+// and its slot, and releases the session.
+func withLocked(ctx context.Context, tr *Tree, k []byte, fn func(s *session, v leafView, cur cursor) error) error {
+	s, err := tr.session()
+	if err != nil {
+		return err
+	}
+	defer tr.release(s)
 	s.enc = appendEncoded(s.enc[:0], k)
 	cur, err := s.start(ctx)
 	if err != nil {
-		return leafView{}, cur, err
+		return err
 	}
 	d, err := s.descend(ctx, s.enc, cur)
 	if err != nil || d.out != atLeaf {
-		return leafView{}, cur, fmt.Errorf("descent to %q: %v, %v", k, d.out, err)
+		return fmt.Errorf("descent to %q: %v, %v", k, d.out, err)
 	}
 	res, v, cur, err := s.lockLeaf(ctx, d.cur, k, false)
 	if err != nil || res != leafLocked {
-		return v, cur, fmt.Errorf("lockLeaf: %v, %v", res, err)
+		return fmt.Errorf("lockLeaf: %v, %v", res, err)
 	}
-	return v, cur, nil
+	return fn(s, v, cur)
 }
 
 // TestCrashDuringSettle tears a leaf: an in-place update stops after its
@@ -811,54 +816,28 @@ func TestStaleDeleter(t *testing.T) {
 	ctx := context.Background()
 	for _, unlinked := range []bool{false, true} {
 		t.Run(fmt.Sprintf("unlinked=%v", unlinked), func(t *testing.T) {
-			p, err := remote.NewPool(remote.Config{MemoryNodes: 2, NodeBytes: 1 << 20, Sim: &remote.SimConfig{Seed: 1}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			opts := Options{Lease: lease, Reclaim: true, ReclaimInterval: lease / 4}
-			a, err := Open(p.NewComputeNode(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := Open(p.NewComputeNode(), opts)
-			if err != nil {
-				t.Fatal(err)
-			}
 			k := []byte("deleted-key")
-			if err := a.Put(ctx, k, []byte("old")); err != nil {
-				t.Fatal(err)
-			}
+			p, a, b := leaseTestTrees(t, Options{Lease: lease, Reclaim: true, ReclaimInterval: lease / 4}, k)
 			var holdErr, otherErr, retireErr error
 			var leaf slot // the holder's leaf, once unlinked
 			p.Go(func() {
-				s, err := a.session()
-				if err != nil {
-					holdErr = err
-					return
-				}
-				defer a.release(s)
-				v, cur, err := lockKey(ctx, s, k)
-				if err != nil {
-					holdErr = err
-					return
-				}
-				if !unlinked {
-					s.c.Compute(3 * lease) // paused under the lock: no heartbeat
-				}
-				ops, err := s.linkUnder(ctx, leafLockAddr(cur.sl), s.markRemoved(s.batch(), cur.sl, v.meta),
-					remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
-				if err != nil {
-					holdErr = err
-					return
-				}
-				if slot(ops[len(ops)-1].Old) != cur.sl {
-					holdErr = fmt.Errorf("the unlink CAS found %v", slot(ops[len(ops)-1].Old))
-					return
-				}
-				leaf = cur.sl
-				s.c.Compute(3 * lease) // paused between the unlink and the retire
-				retireErr = s.retire(ctx, leaf)
+				holdErr = withLocked(ctx, a, k, func(s *session, v leafView, cur cursor) error {
+					if !unlinked {
+						s.c.Compute(3 * lease) // paused under the lock: no heartbeat
+					}
+					ops, err := s.linkUnder(ctx, leafLockAddr(cur.sl), s.markRemoved(s.batch(), cur.sl, v.meta),
+						remote.CAS(cur.addr, uint64(cur.sl), uint64(tombstone(cur.sl.partial()))))
+					if err != nil {
+						return err
+					}
+					if got := slot(ops[len(ops)-1].Old); got != cur.sl {
+						return fmt.Errorf("the unlink CAS found %v", got)
+					}
+					leaf = cur.sl
+					s.c.Compute(3 * lease) // paused between the unlink and the retire
+					retireErr = s.retire(ctx, leaf)
+					return nil
+				})
 			})
 			p.Go(func() {
 				if !unlinked {
