@@ -12,7 +12,12 @@ type Config struct {
 	// MemoryNodes is the number of memory nodes (default 1, at most
 	// MaxMemoryNodes). With TCP or Fabric it is the length of their address
 	// list (0 means that); with Shm, 0 means the nodes already in the
-	// directory, or 1 if there are none.
+	// directory, or 1 if there are none. Memory nodes that already exist
+	// (Shm, TCP, Fabric) record the number of memory nodes of the pool that
+	// first joined them, and NewPool refuses another number with
+	// ErrBadNode: a pool that lists only some of them cannot follow the
+	// trees' pointers into the others, and one that adds nodes would
+	// place data that pools of the original size cannot reach.
 	MemoryNodes int
 	// NodeBytes is the size of each memory node's main region in bytes
 	// (default DefaultNodeBytes; rounded up to 8). Pages are only touched

@@ -21,7 +21,9 @@ import (
 //	word 3  on-chip region bytes
 //	word 4  allocation cursor: the next unallocated byte offset (CAS)
 //	word 5  pool id: a random number stamped by the first pool that joins (CAS)
-//	word 6  index of the node in that pool, plus one (CAS)
+//	word 6  the node's place in that pool (CAS): its index plus one in the
+//	        low 32 bits, the number of memory nodes of the pool in the high
+//	        32 bits (0 until the pool fixes it, once all its nodes joined)
 //	word 7  offset of the next directory block, 0 if none (CAS)
 //
 // and continues with named-region entries of 4 words from byte 64: the name's
@@ -33,13 +35,18 @@ import (
 // size (the region itself stays 64-byte aligned), so a later caller asking
 // for more than the region holds gets an error.
 //
+// Format version 2 added the pool's node count to word 6, so that a pool
+// listing only some of the memory nodes a tree was built on (or more) is
+// refused when it joins; version 1 headers are refused like any other
+// version.
+//
 // Every update is a single CAS, so a party that stops at any point (a crashed
 // process on a shared file) leaves the state consistent: a claimed entry
 // without an offset is completed by the next caller of that name, and at
 // worst some bytes are allocated and never used.
 const (
 	nodeMagic   = 0x4e7865646e696d64 // "dmindexN" little-endian
-	nodeVersion = 1
+	nodeVersion = 2
 
 	hdrMagic, hdrVersion, hdrMain, hdrOnChip, hdrNext, hdrPool, hdrIndex, hdrDir = 0, 1, 2, 3, 4, 5, 6, 7
 
@@ -86,6 +93,11 @@ func checkHeader(hdr []uint64) (nodeGeom, error) {
 	}
 	if next := atomic.LoadUint64(&hdr[hdrNext]); next < reservedBytes || next > g.main {
 		return nodeGeom{}, fmt.Errorf("%w: allocation cursor %d outside %d..%d", ErrBadNode, next, reservedBytes, g.main)
+	}
+	if w := atomic.LoadUint64(&hdr[hdrIndex]); w != 0 {
+		if index, nodes := nodePlace(w); index < 0 || index >= MaxMemoryNodes || (nodes != 0 && index >= nodes) || nodes > MaxMemoryNodes {
+			return nodeGeom{}, fmt.Errorf("%w: header records node %d of a pool of %d memory nodes", ErrBadNode, index, nodes)
+		}
 	}
 	return g, nil
 }
@@ -189,8 +201,15 @@ func namedRegion(main []uint64, slot *uint64, name string, size uint64) (uint64,
 // create is set. With adopt, the node's existing pool id is accepted (the
 // first node of a pool decides its id, also when several pools race to
 // create one); without it the node must belong to propose. The node must be
-// the index-th of its pool either way. It returns the node's pool id.
-func nodeJoin(main []uint64, propose uint64, adopt bool, index int, create bool) (uint64, error) {
+// the index-th of its pool either way. Its pool must have nodes memory
+// nodes if the node records a count; with fix, a node that records none yet
+// records nodes (a pool fixes the count only once every one of its nodes
+// has joined, so that a pool that fails to come up leaves none). It returns
+// the node's pool id.
+func nodeJoin(main []uint64, propose uint64, adopt bool, index, nodes int, create, fix bool) (uint64, error) {
+	if index < 0 || nodes <= index || nodes > MaxMemoryNodes {
+		return 0, fmt.Errorf("%w: join as node %d of a pool of %d memory nodes", ErrBadRequest, index, nodes)
+	}
 	have := atomic.LoadUint64(&main[hdrPool])
 	if have == 0 {
 		if !create {
@@ -205,15 +224,35 @@ func nodeJoin(main []uint64, propose uint64, adopt bool, index int, create bool)
 	if !adopt && have != propose {
 		return have, fmt.Errorf("%w: the memory node belongs to pool %#x, not %#x", ErrBadNode, have, propose)
 	}
-	want := uint64(index) + 1
-	got := atomic.LoadUint64(&main[hdrIndex])
-	if got == 0 && atomic.CompareAndSwapUint64(&main[hdrIndex], 0, want) {
-		got = want
-	} else if got == 0 {
-		got = atomic.LoadUint64(&main[hdrIndex])
+	want := placeWord(index, 0)
+	if fix {
+		want = placeWord(index, nodes)
 	}
-	if got != want {
-		return have, fmt.Errorf("%w: the memory node is node %d of its pool, listed as node %d", ErrBadNode, int64(got)-1, index)
+	for {
+		got := atomic.LoadUint64(&main[hdrIndex])
+		if got == 0 {
+			if atomic.CompareAndSwapUint64(&main[hdrIndex], 0, want) {
+				return have, nil
+			}
+			continue
+		}
+		gotIndex, gotNodes := nodePlace(got)
+		if gotIndex != index {
+			return have, fmt.Errorf("%w: the memory node is node %d of its pool, listed as node %d", ErrBadNode, gotIndex, index)
+		}
+		if gotNodes != 0 && gotNodes != nodes {
+			return have, fmt.Errorf("%w: the memory node's pool has %d memory node(s), this pool lists %d", ErrBadNode, gotNodes, nodes)
+		}
+		if gotNodes != 0 || !fix || atomic.CompareAndSwapUint64(&main[hdrIndex], got, want) {
+			return have, nil
+		}
 	}
-	return have, nil
 }
+
+// placeWord returns header word 6 of node index of a pool of nodes memory
+// nodes (0: not recorded yet).
+func placeWord(index, nodes int) uint64 { return uint64(index) + 1 | uint64(nodes)<<32 }
+
+// nodePlace returns the index and pool size that header word 6 records;
+// index -1 if the node has joined no pool.
+func nodePlace(w uint64) (index, nodes int) { return int(uint32(w)) - 1, int(w >> 32) }

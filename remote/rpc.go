@@ -18,8 +18,10 @@ const (
 	// rpcNamed returns the region registered under Name, creating Size
 	// zeroed bytes for it on first use.
 	rpcNamed
-	// rpcJoin stamps the node into a pool or checks that it belongs to it
-	// (nodeJoin) and returns the node's descriptor.
+	// rpcJoin stamps the node into a pool of Nodes memory nodes as node
+	// Index, or checks that it belongs to it there (nodeJoin); with Fix it
+	// also records Nodes as the pool's count. It returns the node's
+	// descriptor.
 	rpcJoin
 	// rpcInfo returns the node's descriptor.
 	rpcInfo
@@ -48,7 +50,9 @@ type rpcRequest struct {
 	Name            string // named
 	Pool            uint64 // join: the proposed or expected pool id
 	Index           int    // join: the node's index in the pool
+	Nodes           int    // join: the number of memory nodes of the pool
 	Adopt, Create   bool   // join
+	Fix             bool   // join: record Nodes if the node records no count yet
 }
 
 // rpcReply is the answer to an rpcRequest.
@@ -88,10 +92,10 @@ func (m *memNode) serve(req *rpcRequest) (rpcReply, error) {
 		}
 		r.Off, err = nodeNamed(m.main, req.Name, req.Size)
 	case rpcJoin:
-		if req.Index < 0 || req.Index >= MaxMemoryNodes || (req.Pool == 0 && !req.Adopt) {
-			return r, fmt.Errorf("%w: join as node %d of pool %#x", ErrBadRequest, req.Index, req.Pool)
+		if req.Index < 0 || req.Index >= req.Nodes || req.Nodes > MaxMemoryNodes || (req.Pool == 0 && !req.Adopt) {
+			return r, fmt.Errorf("%w: join as node %d of %d of pool %#x", ErrBadRequest, req.Index, req.Nodes, req.Pool)
 		}
-		r.Pool, err = nodeJoin(m.main, req.Pool, req.Adopt, req.Index, req.Create)
+		r.Pool, err = nodeJoin(m.main, req.Pool, req.Adopt, req.Index, req.Nodes, req.Create, req.Fix)
 		r.Geom, r.Used = m.geom, nodeUsed(m.main)
 	case rpcInfo:
 		r.Pool, r.Geom, r.Used = atomic.LoadUint64(&m.main[hdrPool]), m.geom, nodeUsed(m.main)

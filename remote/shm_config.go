@@ -10,6 +10,10 @@ package remote
 // host, or at a DAX file system on CXL memory.
 type ShmConfig struct {
 	// Dir is the directory of the memory-node files. It is created if
-	// missing. Files are created and sized on first use.
+	// missing. Files are created and sized on first use. The first pool
+	// that opens the directory fixes its number of memory nodes (recorded
+	// in every file's header): a pool asking for another number
+	// (Config.MemoryNodes) is refused with ErrBadNode, and no node is
+	// added to or removed from the directory afterwards.
 	Dir string
 }

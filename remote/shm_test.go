@@ -159,8 +159,8 @@ func (s dirState) diff(s2 dirState) []string {
 // the directory byte-for-byte and timestamp-for-timestamp as it was. The
 // untouched images are a control: they open.
 func TestShmBadFiles(t *testing.T) {
+	img := shmNodeImages(t, 1)[0] // the node of a pool of one
 	imgs := shmNodeImages(t, 2)
-	img := imgs[0]
 	other := shmNodeImages(t, 2) // another pool's nodes
 	r := rand.New(rand.NewPCG(testseed.Seed(t), 0))
 	random := func(n int) []byte {
@@ -201,6 +201,9 @@ func TestShmBadFiles(t *testing.T) {
 		{"header-on-chip-mismatch", []any{withWord(img, hdrOnChip, 2*shmOnChipBytes)}, adopt, false},
 		{"cursor-beyond-node", []any{withWord(img, hdrNext, shmNodeBytes+8)}, adopt, false},
 		{"cursor-in-header", []any{withWord(img, hdrNext, 8)}, adopt, false},
+		{"place-past-pool-size", []any{withWord(img, hdrIndex, placeWord(2, 2))}, adopt, false},
+		{"place-index-zero-word", []any{withWord(img, hdrIndex, 1<<32)}, adopt, false},
+		{"place-pool-too-large", []any{withWord(img, hdrIndex, placeWord(0, MaxMemoryNodes+1))}, adopt, false},
 		{"node-bytes-larger", []any{img}, Config{NodeBytes: 2 * shmNodeBytes}, false},
 		{"node-bytes-smaller", []any{img}, Config{NodeBytes: shmNodeBytes / 2}, false},
 		{"on-chip-larger", []any{img}, Config{OnChipBytes: 2 * shmOnChipBytes}, false},
@@ -212,6 +215,10 @@ func TestShmBadFiles(t *testing.T) {
 		{"second-node-of-another-pool", []any{imgs[0], other[1]}, adopt, false},
 		{"nodes-swapped", []any{imgs[1], imgs[0]}, adopt, false},
 		{"first-node-twice", []any{imgs[0], imgs[0]}, adopt, false},
+		{"first-node-of-two-alone", []any{imgs[0]}, adopt, false},
+		{"first-node-of-two-alone-geometry", []any{imgs[0]}, geomOK, false},
+		{"second-node-of-two-alone", []any{imgs[1]}, adopt, false},
+		{"node-of-one-with-another", []any{img, imgs[1]}, adopt, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -39,8 +40,11 @@ func (p *Pool) openShm(cfg ShmConfig) error {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return fmt.Errorf("remote: shm directory: %w", err)
 	}
-	n := p.cfg.MemoryNodes
-	if n == 0 {
+	n, fixed := p.cfg.MemoryNodes, shmNodeCount(cfg.Dir)
+	switch {
+	case n == 0 && fixed > 0:
+		n = fixed
+	case n == 0:
 		for n < MaxMemoryNodes {
 			if _, err := os.Stat(shmFile(cfg.Dir, n)); err != nil {
 				break
@@ -48,9 +52,12 @@ func (p *Pool) openShm(cfg ShmConfig) error {
 			n++
 		}
 		n = max(n, 1)
-	}
-	if _, err := os.Stat(shmFile(cfg.Dir, n)); p.cfg.MemoryNodes != 0 && err == nil {
-		return fmt.Errorf("%w: %s holds more than the %d memory nodes asked (%s exists)", ErrBadNode, cfg.Dir, n, shmFile(cfg.Dir, n))
+	case fixed > 0 && fixed != n:
+		return fmt.Errorf("%w: %s is node 0 of a pool of %d memory node(s), this pool lists %d", ErrBadNode, shmFile(cfg.Dir, 0), fixed, n)
+	case fixed == 0:
+		if _, err := os.Stat(shmFile(cfg.Dir, n)); err == nil {
+			return fmt.Errorf("%w: %s holds more than the %d memory nodes asked (%s exists)", ErrBadNode, cfg.Dir, n, shmFile(cfg.Dir, n))
+		}
 	}
 	t := &shm{local: newLocal(p)}
 	fail := func(err error) error {
@@ -58,23 +65,59 @@ func (p *Pool) openShm(cfg ShmConfig) error {
 		return err
 	}
 	pool := rand.Uint64() | 1
-	for i := range n {
+	// The first pool that comes up on the directory fixes its node count in
+	// every node's header, once all its nodes have joined (as joinNodes
+	// does). Node 0 is joined first, so a pool asking for another count is
+	// refused before it creates or stamps any other node.
+	for i := 0; i < n; i++ {
 		m, unmap, err := openNodeFile(shmFile(cfg.Dir, i), p.cfg)
 		if err != nil {
 			return fail(fmt.Errorf("memory node %d (%s): %w", i, shmFile(cfg.Dir, i), err))
 		}
 		t.unmaps = append(t.unmaps, unmap)
-		if pool, err = nodeJoin(m.main, pool, i == 0, i, true); err != nil {
+		if _, nodes := nodePlace(atomic.LoadUint64(&m.main[hdrIndex])); i == 0 && p.cfg.MemoryNodes == 0 && nodes > 0 {
+			n = nodes // adopt the count the directory was created with
+		}
+		if pool, err = nodeJoin(m.main, pool, i == 0, i, n, true, false); err != nil {
 			return fail(fmt.Errorf("memory node %d (%s): %w", i, shmFile(cfg.Dir, i), err))
 		}
 		p.mns = append(p.mns, m)
 		p.geom = append(p.geom, m.geom)
+	}
+	for i, m := range p.mns {
+		if _, err := nodeJoin(m.main, pool, false, i, n, false, true); err != nil {
+			return fail(fmt.Errorf("memory node %d (%s): %w", i, shmFile(cfg.Dir, i), err))
+		}
 	}
 	if err := p.adoptGeometry(); err != nil {
 		return fail(err)
 	}
 	p.t = t
 	return nil
+}
+
+// shmNodeCount returns the number of memory nodes that the header of dir's
+// memory node 0 records for its pool, or 0 if it records none (or there is
+// no such node, or it is not one: opening it tells why). It only reads.
+func shmNodeCount(dir string) int {
+	f, err := os.Open(shmFile(dir, 0))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var hdr [dirFirstWord * 8]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return 0
+	}
+	var words [dirFirstWord]uint64
+	for i := range words {
+		words[i] = binary.LittleEndian.Uint64(hdr[8*i:])
+	}
+	if words[hdrMagic] != nodeMagic || words[hdrVersion] != nodeVersion {
+		return 0
+	}
+	_, nodes := nodePlace(words[hdrIndex])
+	return min(nodes, MaxMemoryNodes)
 }
 
 // mapShmNode maps the memory-node file at path, creating it with the

@@ -91,13 +91,18 @@ type rpcCaller interface {
 	call(ctx context.Context, req *rpcRequest) (rpcReply, error)
 }
 
-// joinNodes stamps the n memory nodes into one pool (node 0 decides the
-// pool id), checks that each is listed at its position and has the
-// configured sizes, adopts their geometry, and returns the pool id.
+// joinNodes stamps the n memory nodes into one pool of n (node 0 decides
+// the pool id), checks that each is listed at its position and has the
+// configured sizes, adopts their geometry, and returns the pool id. Once
+// every node has joined, it fixes the pool's node count in each (node 0
+// first): a node that records another count is refused, node 0 before any
+// other node is stamped, so that a list shorter or longer than the pool
+// it names fails here rather than on the trees' first pointer into a node
+// it lacks; a pool that fails to come up fixes no count.
 func (p *Pool) joinNodes(n int, conn func(mn int) rpcCaller) (uint64, error) {
 	pool := rand.Uint64() | 1
 	for i := range n {
-		r, err := conn(i).call(context.Background(), &rpcRequest{Kind: rpcJoin, Pool: pool, Adopt: i == 0, Index: i, Create: true})
+		r, err := conn(i).call(context.Background(), &rpcRequest{Kind: rpcJoin, Pool: pool, Adopt: i == 0, Index: i, Nodes: n, Create: true})
 		if err != nil {
 			return 0, fmt.Errorf("%d: %w", i, err)
 		}
@@ -108,6 +113,11 @@ func (p *Pool) joinNodes(n int, conn func(mn int) rpcCaller) (uint64, error) {
 		}
 		pool = r.Pool
 		p.geom = append(p.geom, r.Geom)
+	}
+	for i := range n {
+		if _, err := conn(i).call(context.Background(), &rpcRequest{Kind: rpcJoin, Pool: pool, Index: i, Nodes: n, Fix: true}); err != nil {
+			return 0, fmt.Errorf("%d: %w", i, err)
+		}
 	}
 	return pool, p.adoptGeometry()
 }

@@ -145,10 +145,15 @@ func TestTCPForgedRPCs(t *testing.T) {
 		{"named of 2^40 bytes", rpcPayload(rpcNamed, 1<<40, 0, 0, 0, 0, 0, 0, "y"), []byte{codeBadRequest, codeOutOfMemory}, false},
 		{"named with a 1025-byte name", rpcPayload(rpcNamed, 64, 0, 0, 0, 0, 0, 0, long), []byte{codeBadRequest}, true},
 		{"join of pool 0 without adopt", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, 0, 0, ""), []byte{codeBadRequest}, false},
-		{"join of another pool", rpcPayload(rpcJoin, 0, 0, 0, 0, 0xBAD, 0, 0, ""), []byte{codeBadNode}, false},
-		{"join as another index", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, 5, 1, ""), []byte{codeBadNode}, false},
-		{"join as index 2^16", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, 1<<16, 1, ""), []byte{codeBadRequest}, true},
-		{"join as index 2^64-1", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, 1<<64-1, 1, ""), []byte{codeBadRequest}, true},
+		{"join of another pool", rpcPayload(rpcJoin, 0, 0, 0, 0, 0xBAD, place(0, 1), 0, ""), []byte{codeBadNode}, false},
+		{"join as another index", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, place(5, 6), 1, ""), []byte{codeBadNode}, false},
+		{"join in a pool of another size", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, place(0, 2), 1, ""), []byte{codeBadNode}, false},
+		{"join fixing another size", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, place(0, 2), 1|4, ""), []byte{codeBadNode}, false},
+		{"join in a pool of no nodes", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, place(0, 0), 1, ""), []byte{codeBadRequest}, false},
+		{"join as an index past the pool's size", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, place(3, 2), 1, ""), []byte{codeBadRequest}, false},
+		{"join in a pool of 2^16+1 nodes", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, place(0, 1<<16+1), 1, ""), []byte{codeBadRequest}, true},
+		{"join as index 2^16", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, place(1<<16, 1<<16), 1, ""), []byte{codeBadRequest}, true},
+		{"join as index 2^32-1", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, 1<<64-1, 1, ""), []byte{codeBadRequest}, true},
 	}
 	r := authed(t, ts.addr)
 	for _, tc := range cases {
@@ -220,7 +225,7 @@ func TestTCPHostileHeaderWrites(t *testing.T) {
 		{"named again", rpcPayload(rpcNamed, 1<<19, 0, 0, 0, 0, 0, 0, "victim")},
 		{"alloc", rpcPayload(rpcAlloc, 64, 8, 0, 0, 0, 0, 0, "")},
 		{"info", rpcPayload(rpcInfo, 0, 0, 0, 0, 0, 0, 0, "")},
-		{"join", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, 0, 1, "")},
+		{"join", rpcPayload(rpcJoin, 0, 0, 0, 0, 0, place(0, 1), 1, "")},
 	}
 	for _, w := range writes {
 		code, msg, _, ok := r.do(w.v)
@@ -266,7 +271,8 @@ func TestTCPMalformedFrames(t *testing.T) {
 		bytes []byte
 	}{
 		{"version 0", rawFrame(0, rawBatch, rawSignaled, 1, valid)},
-		{"version 2", rawFrame(2, rawBatch, rawSignaled, 1, valid)},
+		{"version 1", rawFrame(1, rawBatch, rawSignaled, 1, valid)},
+		{"version 3", rawFrame(3, rawBatch, rawSignaled, 1, valid)},
 		{"version 255", rawFrame(255, rawBatch, rawSignaled, 1, valid)},
 		{"length 0", lenWord(0, hdr(rawBatch)...)},
 		{"length 11", lenWord(11, hdr(rawBatch)...)},

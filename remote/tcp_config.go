@@ -8,8 +8,10 @@ import "time"
 type TCPConfig struct {
 	// MemoryNodes lists the memnode servers as host:port; the i-th is
 	// memory node i. Every compute node of the pool, in every process, must
-	// list them in the same order (a node records its position and refuses
-	// another).
+	// list them all in the same order: a node records its position and the
+	// number of memory nodes of its pool when a pool first joins it, and
+	// NewPool refuses a list that places it elsewhere or is shorter or
+	// longer (ErrBadNode).
 	MemoryNodes []string
 	// Token is the shared secret the servers were started with. Empty
 	// means the environment variable DMINDEX_TOKEN.

@@ -21,7 +21,7 @@ import (
 // from that comment so that these tests do not share code with the
 // implementation they attack.
 const (
-	rawVersion       = 1
+	rawVersion       = 2
 	rawMaxFrame      = 64 << 20
 	rawMaxBatchVerbs = 1 << 16
 	rawHeader        = 16 // length word + version + type + flags + id
@@ -120,7 +120,9 @@ func batchPayload(vs ...verb) []byte {
 	return b
 }
 
-// rpcPayload is an rpc request as wire.go lays it out.
+// rpcPayload is an rpc request as wire.go lays it out. index is the 8
+// bytes of the node index (u32) and the pool's node count (u32): see
+// place.
 func rpcPayload(kind byte, size, align, orSize, orAlign, pool, index uint64, flags byte, name string) []byte {
 	b := []byte{kind}
 	for _, v := range []uint64{size, align, orSize, orAlign, pool, index} {
@@ -130,6 +132,10 @@ func rpcPayload(kind byte, size, align, orSize, orAlign, pool, index uint64, fla
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(name)))
 	return append(b, name...)
 }
+
+// place is the index field of a join: node index of a pool of nodes memory
+// nodes.
+func place(index, nodes uint64) uint64 { return index | nodes<<32 }
 
 // rawReply is one frame received from a server.
 type rawReply struct {

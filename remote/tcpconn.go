@@ -223,7 +223,7 @@ func (c *tcpConn) ensure() (*tcpLink, error) {
 		// Every connection after the pool joined checks that the node is
 		// still the one it joined: a server restarted without its file
 		// would otherwise serve empty memory as if nothing had happened.
-		verify = &rpcRequest{Kind: rpcJoin, Pool: c.t.pool, Index: c.mn}
+		verify = &rpcRequest{Kind: rpcJoin, Pool: c.t.pool, Index: c.mn, Nodes: len(c.t.addrs)}
 	}
 	if err := handshake(nc, cfg.Token, cfg.DialTimeout, verify); err != nil {
 		nc.Close()

@@ -28,10 +28,16 @@ import (
 // status (below), then per verb: READ: length bytes; CAS, FAA: u64 old
 // value. A batch with one invalid verb executes nothing.
 //
+// An rpc payload is u8 kind, u64 size, u64 align, u64 fallback size, u64
+// fallback align, u64 pool id, u32 node index, u32 the pool's number of
+// memory nodes (join), u8 flags (1: adopt, 2: create, 4: fix), u16 name length and
+// the name. Its reply is a status, then u64 offset, u64 pool id, u64 main
+// and u64 on-chip region bytes, u64 bytes used, u8 fallback served.
+//
 // A status is u8 code (0 = success, else an error code naming a sentinel)
 // and, when not 0, u16 length and a message.
 const (
-	wireVersion   = 1
+	wireVersion   = 2 // 2: join requests carry the pool's node count
 	maxFrame      = 64 << 20
 	maxBatchVerbs = 1 << 16
 	maxToken      = 4096
@@ -327,15 +333,20 @@ func decodeReplies(p []byte, ops []Op, idx []int32) error {
 // appendRPC appends an rpcRequest payload.
 func appendRPC(b []byte, r *rpcRequest) []byte {
 	b = append(b, byte(r.Kind))
-	for _, v := range []uint64{r.Size, r.Align, r.OrSize, r.OrAlign, r.Pool, uint64(uint32(r.Index))} {
+	for _, v := range []uint64{r.Size, r.Align, r.OrSize, r.OrAlign, r.Pool} {
 		b = binary.LittleEndian.AppendUint64(b, v)
 	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(r.Index))
+	b = binary.LittleEndian.AppendUint32(b, uint32(r.Nodes))
 	var f byte
 	if r.Adopt {
 		f |= 1
 	}
 	if r.Create {
 		f |= 2
+	}
+	if r.Fix {
+		f |= 4
 	}
 	b = append(b, f)
 	b = binary.LittleEndian.AppendUint16(b, uint16(len(r.Name)))
@@ -351,13 +362,13 @@ func decodeRPC(p []byte) (rpcRequest, error) {
 	r.Kind = rpcKind(p[0])
 	v := func(i int) uint64 { return binary.LittleEndian.Uint64(p[1+8*i:]) }
 	r.Size, r.Align, r.OrSize, r.OrAlign, r.Pool = v(0), v(1), v(2), v(3), v(4)
-	idx := v(5)
-	if idx >= MaxMemoryNodes {
-		return r, fmt.Errorf("%w: node index %d", ErrBadRequest, idx)
+	idx, nodes := binary.LittleEndian.Uint32(p[41:]), binary.LittleEndian.Uint32(p[45:])
+	if idx >= MaxMemoryNodes || nodes > MaxMemoryNodes {
+		return r, fmt.Errorf("%w: node index %d of %d memory nodes", ErrBadRequest, idx, nodes)
 	}
-	r.Index = int(idx)
+	r.Index, r.Nodes = int(idx), int(nodes)
 	f := p[49]
-	r.Adopt, r.Create = f&1 != 0, f&2 != 0
+	r.Adopt, r.Create, r.Fix = f&1 != 0, f&2 != 0, f&4 != 0
 	n := int(binary.LittleEndian.Uint16(p[50:]))
 	if len(p) != 52+n || n > maxNameBytes {
 		return r, fmt.Errorf("%w: rpc name of %d bytes in %d", errBadFrame, n, len(p)-52)

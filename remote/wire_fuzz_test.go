@@ -38,7 +38,7 @@ func fuzzSeeds() [][]byte {
 		frame(frameBatchOK, 0, binary.LittleEndian.AppendUint64(appendStatus(nil, nil), 7)),
 		frame(frameBatchOK, 0, appendStatus(nil, ErrOutOfBounds)),
 		frame(frameRPC, flagSignaled, appendRPC(nil, &rpcRequest{Kind: rpcNamed, Size: 64, Name: "smart/tree"})),
-		frame(frameRPC, flagSignaled, appendRPC(nil, &rpcRequest{Kind: rpcJoin, Pool: 99, Index: 3, Adopt: true, Create: true})),
+		frame(frameRPC, flagSignaled, appendRPC(nil, &rpcRequest{Kind: rpcJoin, Pool: 99, Index: 3, Nodes: 4, Adopt: true, Create: true, Fix: true})),
 		frame(frameRPCOK, 0, appendRPCReply(appendStatus(nil, nil), &rpcReply{Off: 4096, Pool: 5, Geom: fuzzGeoms[0], Used: 8192, Fallen: true})),
 		{0, 0, 0, 0},
 		frame(frameBatch, flagSignaled, binary.LittleEndian.AppendUint32(nil, 0)),
@@ -156,7 +156,7 @@ func checkRPC(t *testing.T, p []byte) {
 	}
 	re := appendRPC(nil, &r)
 	want := bytes.Clone(p)
-	want[49] &= 3 // flag bits the format does not define
+	want[49] &= 7 // flag bits the format does not define
 	if !bytes.Equal(re, want) {
 		t.Fatalf("rpc %+v re-encodes to %x, decoded from %x", r, re, p)
 	}
