@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -826,6 +827,81 @@ func TestTCPNodePositions(t *testing.T) {
 	got := make([]byte, 8)
 	if err := c2.Read(ctx, y, got); err != nil || y != x || string(got) != "first!!!" {
 		t.Fatalf("second pool: %v at %v (first at %v): %q", err, y, x, got)
+	}
+}
+
+// TestTCPNodeCount: memory nodes record the number of memory nodes of
+// their pool. A pool listing only the first of them, or more of them than
+// the pool has, is refused by NewPool with ErrBadNode naming both counts
+// (rather than accepted to fail every operation on a pointer into a node it
+// lacks with ErrUnknownNode); a refused pool stamps no node it lists, so a
+// fresh server it named still starts a pool of its own; the first pool and
+// a correct newcomer keep working.
+func TestTCPNodeCount(t *testing.T) {
+	srv := make([]*testServer, 4) // 0 and 1: the pool; 2 and 3: fresh
+	for i := range srv {
+		srv[i] = startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	}
+	addr := func(is ...int) []string {
+		var out []string
+		for _, i := range is {
+			out = append(out, srv[i].addr)
+		}
+		return out
+	}
+	ctx := context.Background()
+	p1 := tcpPool(t, addr(0, 1)...)
+	c1 := p1.NewComputeNode().NewClient()
+	var written []remote.Addr
+	for mn := range 2 {
+		a, err := c1.AllocOn(ctx, mn, 64, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c1.Write(ctx, a, []byte(fmt.Sprintf("node %d!", mn))); err != nil {
+			t.Fatal(err)
+		}
+		written = append(written, a)
+	}
+	for _, tc := range []struct {
+		name  string
+		nodes []int
+	}{
+		{"first node alone", []int{0}},
+		{"a fresh node added", []int{0, 1, 2}},
+		{"two fresh nodes added", []int{0, 1, 2, 3}},
+		{"the first node twice more", []int{0, 1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := remote.Config{TCP: &remote.TCPConfig{MemoryNodes: addr(tc.nodes...), Token: testToken,
+				DialTimeout: 3 * time.Second, Timeout: 5 * time.Second}}
+			p, err := remote.NewPool(cfg)
+			if err == nil {
+				p.Close()
+				t.Fatalf("NewPool of %d of a pool's 2 memory nodes succeeded", len(tc.nodes))
+			}
+			if !errors.Is(err, remote.ErrBadNode) {
+				t.Fatalf("NewPool: %v, want ErrBadNode", err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "pool has 2 memory node(s)") || !strings.Contains(msg, fmt.Sprintf("lists %d", len(tc.nodes))) {
+				t.Errorf("error %q does not name both counts (2 and %d)", msg, len(tc.nodes))
+			}
+		})
+	}
+	// The fresh servers were stamped by no refused pool: they start a pool
+	// of their own, in either order.
+	tcpPool(t, addr(3, 2)...)
+	// The first pool, and a newcomer listing the same nodes, read what it
+	// wrote.
+	p2 := tcpPool(t, addr(0, 1)...)
+	c2 := p2.NewComputeNode().NewClient()
+	for _, c := range []*remote.Client{c1, c2} {
+		for mn, a := range written {
+			got := make([]byte, 7)
+			if err := c.Read(ctx, a, got); err != nil || string(got) != fmt.Sprintf("node %d!", mn) {
+				t.Errorf("node %d holds %q, %v", mn, got, err)
+			}
+		}
 	}
 }
 
