@@ -1033,3 +1033,145 @@ func TestShmNodeCountMismatch(t *testing.T) {
 		t.Errorf("refused directory modified: %s", d)
 	}
 }
+
+// TestShmNodeCountFixed: the first pool on a directory fixes its number of
+// memory nodes. A pool asking for more (which would create files the first
+// pool never maps, and place data it cannot follow pointers into) or fewer
+// is refused with ErrBadNode naming both counts, whether the first pool is
+// still open or closed, and creates, removes or modifies nothing; the
+// first pool keeps reading what it wrote, and a pool that leaves the count
+// to the directory (MemoryNodes 0) gets the fixed one.
+func TestShmNodeCountFixed(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		have, ask int
+		open      bool // the first pool is still open
+	}{
+		{"grow-2-to-3-open", 2, 3, true},
+		{"grow-2-to-3-closed", 2, 3, false},
+		{"grow-1-to-2-open", 1, 2, true},
+		{"grow-1-to-4-closed", 1, 4, false},
+		{"shrink-3-to-2-open", 3, 2, true},
+		{"shrink-3-to-2-closed", 3, 2, false},
+		{"shrink-2-to-1-closed", 2, 1, false},
+		{"shrink-3-to-1-open", 3, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := newTestPool(t, shmConfig(dir, tc.have))
+			c := p.NewComputeNode().NewClient()
+			var written []Addr
+			for mn := range tc.have {
+				a, err := c.AllocOn(ctx, mn, 64, 8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Write(ctx, a, fmt.Appendf(nil, "node %d!", mn)); err != nil {
+					t.Fatal(err)
+				}
+				written = append(written, a)
+			}
+			if !tc.open {
+				p.Close()
+			}
+			names := []string{"."}
+			for i := range tc.have {
+				names = append(names, filepath.Base(shmFile(dir, i)))
+			}
+			for _, name := range names {
+				if err := os.Chtimes(filepath.Join(dir, name), aLongTimeAgo, aLongTimeAgo); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := snapshotDir(t, dir)
+			cfg := shmConfig(dir, tc.ask)
+			cfg.NodeBytes = 0 // the files' size
+			p2, err := NewPool(cfg)
+			if err == nil {
+				p2.Close()
+				t.Fatalf("a directory of %d memory nodes opened as a pool of %d", tc.have, tc.ask)
+			}
+			if !errors.Is(err, ErrBadNode) {
+				t.Fatalf("NewPool: %v, want ErrBadNode", err)
+			}
+			want := []string{fmt.Sprintf("%d memory node(s)", tc.have), fmt.Sprintf("lists %d", tc.ask)}
+			if msg := err.Error(); !strings.Contains(msg, want[0]) || !strings.Contains(msg, want[1]) {
+				t.Errorf("error %q does not name both counts (%q, %q)", msg, want[0], want[1])
+			}
+			for _, d := range before.diff(snapshotDir(t, dir)) {
+				t.Errorf("refused pool modified the directory: %s", d)
+			}
+			check := func(who string, c *Client) {
+				t.Helper()
+				for mn, a := range written {
+					got := make([]byte, 7)
+					if err := c.Read(ctx, a, got); err != nil || string(got) != fmt.Sprintf("node %d!", mn) {
+						t.Errorf("%s: node %d holds %q, %v", who, mn, got, err)
+					}
+				}
+			}
+			if tc.open {
+				check("the first pool", c)
+			}
+			p3 := openShm(t, Config{Shm: &ShmConfig{Dir: dir}})
+			if n := p3.MemoryNodes(); n != tc.have {
+				t.Fatalf("a pool adopting the directory's count has %d memory nodes, want %d", n, tc.have)
+			}
+			check("a pool adopting the count", p3.NewComputeNode().NewClient())
+		})
+	}
+}
+
+// TestShmNodeCountRace opens a fresh directory from pools of two node
+// counts at once: the count of the first pool that comes up is fixed, every
+// other pool either has it too or is refused with ErrBadNode, and pools
+// opened afterwards find that count, also where a refused pool left a file
+// past it.
+func TestShmNodeCountRace(t *testing.T) {
+	for round := range 10 {
+		dir := t.TempDir()
+		const workers = 8
+		gate := make(chan struct{})
+		pools := make([]*Pool, workers)
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for i := range workers {
+			wg.Go(func() {
+				<-gate
+				pools[i], errs[i] = NewPool(shmConfig(dir, 2+i%2))
+			})
+		}
+		close(gate)
+		wg.Wait()
+		fixed := 0
+		for i, p := range pools {
+			if errs[i] != nil {
+				if !errors.Is(errs[i], ErrBadNode) {
+					t.Errorf("round %d: pool of %d: %v, want ErrBadNode", round, 2+i%2, errs[i])
+				}
+				continue
+			}
+			if fixed == 0 {
+				fixed = p.MemoryNodes()
+			} else if p.MemoryNodes() != fixed {
+				t.Errorf("round %d: pools of %d and %d memory nodes both opened one directory", round, fixed, p.MemoryNodes())
+			}
+			p.Close()
+		}
+		if fixed == 0 {
+			t.Fatalf("round %d: every pool refused: %v", round, errors.Join(errs...))
+		}
+		t.Logf("round %d: pools of %d opened, %d refused", round, fixed, len(slices.DeleteFunc(errs, func(e error) bool { return e == nil })))
+		openShm(t, shmConfig(dir, fixed)).Close()
+		if p := openShm(t, Config{Shm: &ShmConfig{Dir: dir}}); p.MemoryNodes() != fixed {
+			t.Errorf("round %d: a pool adopting the count has %d memory nodes, want %d", round, p.MemoryNodes(), fixed)
+		}
+		if p, err := NewPool(shmConfig(dir, 5-fixed)); !errors.Is(err, ErrBadNode) {
+			if err == nil {
+				p.Close()
+			}
+			t.Errorf("round %d: a pool of %d on a directory of %d: %v, want ErrBadNode", round, 5-fixed, fixed, err)
+		}
+	}
+}
