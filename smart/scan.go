@@ -111,9 +111,18 @@ func (t *Tree) runScan(ctx context.Context, lo, hi []byte, desc bool, limit int,
 func (s *session) scanner(lo, hi []byte, desc bool, limit int) *scanner {
 	sc := &s.scan
 	kept := *sc
-	*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
+	*sc = scanner{s: s, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
 		front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap,
-		offs: kept.offs, paths: kept.paths, pairs: kept.pairs, paths2: kept.paths2, pairs2: kept.pairs2}
+		offs: kept.offs, paths: kept.paths, pairs: kept.pairs, paths2: kept.paths2, pairs2: kept.pairs2,
+		loBuf: kept.loBuf, hiBuf: kept.hiBuf, lastBuf: kept.lastBuf}
+	// The bounds are copied: the caller may reuse its slices once the
+	// scan has started (index.Index).
+	sc.loBuf = append(sc.loBuf[:0], lo...)
+	sc.lo = sc.loBuf
+	if hi != nil {
+		sc.hiBuf = append(sc.hiBuf[:0], hi...)
+		sc.hi = sc.hiBuf[:len(hi):len(hi)]
+	}
 	o := &s.t.opts
 	sc.small = !o.Reclaim && !o.PaperNodes && !o.LockedInternal && o.CacheBytes >= 0
 	if limit == 0 {
@@ -241,6 +250,10 @@ type scanner struct {
 	noCache bool
 	arena   []byte // the yielded pairs' bytes (see own)
 	last    []byte // the key of the last pair yielded (resume)
+	// The scan's own copies of its bounds and of the last key yielded:
+	// the caller owns its bounds and the pairs yielded, and may change
+	// them while the scan goes on.
+	loBuf, hiBuf, lastBuf []byte
 	// small: the tree lets a scan take full small nodes from the cache
 	// (fromSmall); parent and parentEntry remember the cache entry last
 	// found for the node at parent (nil: none).
@@ -259,7 +272,8 @@ type scanner struct {
 func (sc *scanner) keep() {
 	*sc = scanner{front: sc.front[:0], next: sc.next[:0], buf: sc.buf, tmp: sc.tmp[:0],
 		spill: sc.spill[:0], snap: sc.snap, offs: sc.offs[:0], elo: sc.elo[:0], ehi: sc.ehi[:0],
-		paths: sc.paths[:0], pairs: sc.pairs[:0], paths2: sc.paths2[:0], pairs2: sc.pairs2[:0]}
+		paths: sc.paths[:0], pairs: sc.pairs[:0], paths2: sc.paths2[:0], pairs2: sc.pairs2[:0],
+		loBuf: sc.loBuf[:0], hiBuf: sc.hiBuf[:0], lastBuf: sc.lastBuf[:0]}
 }
 
 // compact moves the paths of the frontier's entries and the pairs of its
@@ -352,9 +366,11 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, slot) bool) error {
 			continue
 		}
 		done := 0
-		var last []byte // the key of the last pair yielded here, for sc.last
+		var last []byte // the key of the last pair yielded here, in sc.pairs, for sc.last
 		for n := len(sc.front); n > 0 && sc.front[n-1].ready; n-- {
-			kv, leaf := sc.kv(&sc.front[n-1]), sc.front[n-1].cur.sl
+			e := &sc.front[n-1]
+			kv, leaf := sc.kv(e), e.cur.sl
+			last = sc.pairs[e.pairOff:][:e.keyLen]
 			sc.front = sc.front[:n-1]
 			sc.yielded++
 			if sc.expect > 0 {
@@ -363,7 +379,6 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, slot) bool) error {
 			if !yield(kv, leaf) {
 				return errStop
 			}
-			last = kv.Key
 			done++
 			resumes = 0
 			if sc.left > 0 {
@@ -373,7 +388,8 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, slot) bool) error {
 			}
 		}
 		if done > 0 {
-			sc.last = last
+			sc.lastBuf = append(sc.lastBuf[:0], last...)
+			sc.last = sc.lastBuf
 			// Streaming leaves: read further ahead. While descending to the
 			// first leaf the budget stays small.
 			sc.budget = min(sc.budget+sc.budget/4, scanMaxRound)
@@ -432,10 +448,12 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 	sc.noCache = true
 	if sc.last != nil {
 		if sc.desc {
-			sc.hi = sc.last
+			sc.hiBuf = append(sc.hiBuf[:0], sc.last...)
+			sc.hi = sc.hiBuf
 			sc.ehi = appendEncoded(sc.ehi[:0], sc.hi)
 		} else {
-			sc.lo = append(slices.Clip(sc.last), 0) // the least key after last
+			sc.loBuf = append(append(sc.loBuf[:0], sc.last...), 0) // the least key after last
+			sc.lo = sc.loBuf
 			sc.elo = appendEncoded(sc.elo[:0], sc.lo)
 		}
 		if sc.hi != nil && bytes.Compare(sc.lo, sc.hi) >= 0 {
