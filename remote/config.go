@@ -26,8 +26,9 @@ type Config struct {
 	// accepts it, another value must match it.
 	NodeBytes int64
 	// OnChipBytes is the size of each memory node's on-chip region (default
-	// DefaultOnChipBytes; negative disables it). As NodeBytes for memory
-	// nodes that already exist.
+	// DefaultOnChipBytes; negative disables it, and Pool.Config reports a
+	// disabled region as -1). As NodeBytes for memory nodes that already
+	// exist.
 	OnChipBytes int
 	// ChunkBytes is the unit a client's bump allocator requests from a memory
 	// node by RPC (default NodeBytes/1024 clamped to [64 KiB,
@@ -222,6 +223,9 @@ func (c Config) normalized() (Config, error) {
 		return c, fmt.Errorf("%w: NodeBytes %d not in %d..2^47", ErrBadRequest, c.NodeBytes, 2*reservedBytes)
 	}
 	c.NodeBytes = (c.NodeBytes + 7) &^ 7
+	if c.OnChipBytes < 0 {
+		c.OnChipBytes = -1 // disabled, as Pool.Config reports it
+	}
 	if c.OnChipBytes > 1<<30 {
 		return c, fmt.Errorf("%w: OnChipBytes %d above 1 GiB", ErrBadRequest, c.OnChipBytes)
 	}
@@ -273,11 +277,19 @@ func (c *Config) defaultGeometry() {
 	if c.NodeBytes == 0 {
 		c.NodeBytes = DefaultNodeBytes
 	}
-	if c.OnChipBytes == 0 {
+	switch {
+	case c.OnChipBytes == 0:
 		c.OnChipBytes = DefaultOnChipBytes
+	case c.OnChipBytes < 0:
+		c.OnChipBytes = -1 // disabled: not 0, which would mean the default
+		return
 	}
-	c.OnChipBytes = (max(c.OnChipBytes, 0) + 7) &^ 7
+	c.OnChipBytes = (c.OnChipBytes + 7) &^ 7
 }
+
+// onChipRegion returns the size of the on-chip region c gives a new memory
+// node: 0 if c disables it.
+func (c *Config) onChipRegion() uint64 { return uint64(max(c.OnChipBytes, 0)) }
 
 // checkChunk fills in and validates ChunkBytes once NodeBytes is known.
 func (c *Config) checkChunk() error {

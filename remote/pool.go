@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,7 +68,7 @@ func NewPool(cfg Config) (*Pool, error) {
 // newInProcess creates fresh anonymous memory nodes, or nodes started from
 // cfg.From, behind the local or the simulated transport.
 func (p *Pool) newInProcess() error {
-	g := nodeGeom{main: uint64(p.cfg.NodeBytes), onChip: uint64(p.cfg.OnChipBytes)}
+	g := nodeGeom{main: uint64(p.cfg.NodeBytes), onChip: p.cfg.onChipRegion()}
 	for i := range p.cfg.MemoryNodes {
 		var m *memNode
 		var err error
@@ -99,14 +100,42 @@ func (p *Pool) adoptGeometry() error {
 	for _, g := range p.geom {
 		c.NodeBytes, c.OnChipBytes = min(c.NodeBytes, int64(g.main)), min(c.OnChipBytes, int(g.onChip))
 	}
+	if c.OnChipBytes == 0 {
+		c.OnChipBytes = -1 // no on-chip region (0 would ask for the default)
+	}
 	return c.checkChunk()
 }
 
-// Config returns the pool's configuration with defaults filled in. For
-// pools whose memory nodes already exist (tcp, fabric, shm), MemoryNodes,
-// NodeBytes and OnChipBytes are those of the nodes (NodeBytes and
-// OnChipBytes of the smallest node, if they differ).
-func (p *Pool) Config() Config { return p.cfg }
+// Config returns the pool's configuration with defaults filled in: a
+// disabled on-chip region is reported as OnChipBytes -1, so that
+// NewPool(p.Config()) asks for the same pool. For pools whose memory nodes
+// already exist (tcp, fabric, shm), MemoryNodes, NodeBytes and OnChipBytes
+// are those of the nodes (NodeBytes and OnChipBytes of the smallest node,
+// if they differ; such a configuration refuses the larger nodes, and one
+// with NodeBytes and OnChipBytes 0 accepts them). The result is the
+// caller's: its Sim, Shm, TCP and Fabric point to copies.
+func (p *Pool) Config() Config {
+	c := p.cfg
+	if c.Sim != nil {
+		s := *c.Sim
+		c.Sim = &s
+	}
+	if c.Shm != nil {
+		s := *c.Shm
+		c.Shm = &s
+	}
+	if c.TCP != nil {
+		t := *c.TCP
+		t.MemoryNodes = slices.Clone(t.MemoryNodes)
+		c.TCP = &t
+	}
+	if c.Fabric != nil {
+		f := *c.Fabric
+		f.MemoryNodes = slices.Clone(f.MemoryNodes)
+		c.Fabric = &f
+	}
+	return c
+}
 
 // MemoryNodes returns the number of memory nodes.
 func (p *Pool) MemoryNodes() int { return len(p.geom) }

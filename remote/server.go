@@ -120,7 +120,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("memory node file %s: %w", cfg.File, err)
 		}
 		s.node, s.unmap = m, unmap
-	} else if s.node, err = newMemNode(nodeGeom{main: uint64(pc.NodeBytes), onChip: uint64(pc.OnChipBytes)}); err != nil {
+	} else if s.node, err = newMemNode(nodeGeom{main: uint64(pc.NodeBytes), onChip: pc.onChipRegion()}); err != nil {
 		return nil, err
 	}
 	if cfg.Fabric != nil {

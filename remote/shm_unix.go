@@ -180,7 +180,7 @@ func mapExisting(f *os.File, cfg Config) ([]byte, error) {
 // first, so two first openers never both initialise one node.
 func createShmNode(path string, cfg Config) (b []byte, created bool, err error) {
 	cfg.defaultGeometry()
-	g := nodeGeom{main: uint64(cfg.NodeBytes), onChip: uint64(cfg.OnChipBytes)}
+	g := nodeGeom{main: uint64(cfg.NodeBytes), onChip: cfg.onChipRegion()}
 	// The file is sparse: pages are backed when first written, and a write
 	// to a page the file system cannot back kills the process (SIGBUS), so
 	// the file system must have room for the whole node from the start.

@@ -107,7 +107,8 @@ func (p *Pool) joinNodes(n int, conn func(mn int) rpcCaller) (uint64, error) {
 			return 0, fmt.Errorf("%d: %w", i, err)
 		}
 		c := p.cfg
-		if g := r.Geom; (c.NodeBytes != 0 && uint64(c.NodeBytes) != g.main) || (c.OnChipBytes > 0 && uint64((c.OnChipBytes+7)&^7) != g.onChip) {
+		if g := r.Geom; (c.NodeBytes != 0 && uint64(c.NodeBytes) != g.main) || (c.OnChipBytes > 0 && uint64((c.OnChipBytes+7)&^7) != g.onChip) ||
+			(c.OnChipBytes < 0 && g.onChip != 0) {
 			return 0, fmt.Errorf("%d: %w: regions of %d and %d bytes, the configuration asks %d and %d",
 				i, ErrBadNode, g.main, g.onChip, c.NodeBytes, c.OnChipBytes)
 		}

@@ -75,7 +75,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, err
 	}
 	cfg := cn.Pool().Config()
-	words := cfg.OnChipBytes / 8
+	words := max(cfg.OnChipBytes, 0) / 8 // negative: no on-chip region
 	switch {
 	case words == 0:
 		return nil, fmt.Errorf("%w: the pool has no on-chip region for HOCL's locks", ErrBadOptions)
@@ -178,7 +178,7 @@ func lockDescriptor(size int) uint64 { return lockMagic | uint64(size) }
 func (s *session) openLocks(ctx context.Context, rec uint64) error {
 	t := s.t
 	cfg := t.cn.Pool().Config()
-	words := cfg.OnChipBytes / 8
+	words := max(cfg.OnChipBytes, 0) / 8 // negative: no on-chip region
 	if rec == 0 {
 		size := t.opts.LockTableSize
 		if size == 0 {
