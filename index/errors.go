@@ -9,7 +9,8 @@ var (
 	// ErrKeyTooLong: the key exceeds the index's maximum key length.
 	ErrKeyTooLong = errors.New("index: key too long")
 	// ErrValueTooLarge: the value exceeds the index's maximum value size, or
-	// (SMART) its leaf would not fit in a memory node.
+	// (SMART) its leaf would not fit in a memory node (more than
+	// remote.Pool.MaxAllocBytes).
 	ErrValueTooLarge = errors.New("index: value too large")
 	// ErrClosed: the index was closed.
 	ErrClosed = errors.New("index: closed")

@@ -140,6 +140,15 @@ func (p *Pool) Config() Config {
 // MemoryNodes returns the number of memory nodes.
 func (p *Pool) MemoryNodes() int { return len(p.geom) }
 
+// MaxAllocBytes returns the most bytes one allocation (Client.Alloc,
+// AllocOn) can ever get: NodeBytes of Config (the smallest memory node's)
+// less the bytes every memory node reserves at the start of its main
+// region for its own state. A larger allocation never succeeds, however
+// much is freed: it fails with ErrOutOfMemory (ErrBadRequest above
+// NodeBytes). An index whose object would be larger can tell its caller so
+// at once instead.
+func (p *Pool) MaxAllocBytes() int64 { return p.cfg.NodeBytes - reservedBytes }
+
 // Transport returns the name of the pool's transport: "local", "sim",
 // "shm", "tcp" or "fabric".
 func (p *Pool) Transport() string { return p.cfg.transportName() }

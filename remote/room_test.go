@@ -38,3 +38,30 @@ func TestRoom(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxAllocBytes checks Pool.MaxAllocBytes behind every transport that
+// serves allocations: a fresh memory node gives one allocation of exactly
+// that many bytes, and never more.
+func TestMaxAllocBytes(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range allTransports {
+		if testing.Short() && tc.name == "tcp" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			const nodeBytes = 64 << 10
+			p := tc.pool(t, Config{MemoryNodes: 2, NodeBytes: nodeBytes})
+			max := p.MaxAllocBytes()
+			if max <= 0 || max >= nodeBytes {
+				t.Fatalf("MaxAllocBytes = %d of a %d-byte node", max, nodeBytes)
+			}
+			c := p.NewComputeNode().NewClient()
+			if _, err := c.AllocOn(ctx, 0, int(max)+8, 8); err == nil {
+				t.Fatalf("an allocation of MaxAllocBytes+8 = %d bytes succeeded", max+8)
+			}
+			if _, err := c.AllocOn(ctx, 0, int(max), 8); err != nil {
+				t.Fatalf("an allocation of MaxAllocBytes = %d bytes on a fresh node: %v", max, err)
+			}
+		})
+	}
+}

@@ -86,3 +86,31 @@ func TestPoolClosedIsErrClosed(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenPageLargerThanAllocation opens trees whose pages fit NodeBytes
+// but not what a memory node can ever give one allocation
+// (remote.Pool.MaxAllocBytes): ErrBadOptions at Open, as for pages larger
+// than the node, not remote.ErrOutOfMemory at Open or at the first split.
+func TestOpenPageLargerThanAllocation(t *testing.T) {
+	for _, opts := range []Options{
+		{KeySize: MaxKeyLen, ValueSize: MaxValueLen},
+		{KeySize: 8, ValueSize: 1024, Span: 16},
+	} {
+		o, err := opts.normalized()
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := newGeometry(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newPool(t, remote.Config{NodeBytes: int64(g.pageBytes), ChunkBytes: 4096})
+		if int64(g.pageBytes) <= p.MaxAllocBytes() || int64(g.pageBytes) > p.Config().NodeBytes {
+			t.Fatalf("pages of %d bytes not in (%d, %d]", g.pageBytes, p.MaxAllocBytes(), p.Config().NodeBytes)
+		}
+		if _, err := Open(p.NewComputeNode(), opts); !errors.Is(err, ErrBadOptions) {
+			t.Errorf("Open(%+v) with pages of %d bytes in memory nodes of %d: %v, want ErrBadOptions",
+				opts, g.pageBytes, p.Config().NodeBytes, err)
+		}
+	}
+}

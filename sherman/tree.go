@@ -82,8 +82,9 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	case opts.LockTableSize > words:
 		return nil, fmt.Errorf("%w: LockTableSize %d exceeds the %d words of the on-chip region",
 			ErrBadOptions, opts.LockTableSize, words)
-	case int64(g.pageBytes) > cfg.NodeBytes:
-		return nil, fmt.Errorf("%w: pages of %d bytes exceed a memory node (%d bytes)", ErrBadOptions, g.pageBytes, cfg.NodeBytes)
+	case int64(g.pageBytes) > cn.Pool().MaxAllocBytes():
+		return nil, fmt.Errorf("%w: pages of %d bytes exceed what a memory node can hold (%d of its %d bytes)",
+			ErrBadOptions, g.pageBytes, cn.Pool().MaxAllocBytes(), cfg.NodeBytes)
 	}
 	t := &Tree{cn: cn, opts: opts, g: g}
 	if opts.CacheBytes > 0 {

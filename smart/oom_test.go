@@ -95,6 +95,62 @@ func TestNewKeyLargerThanMemoryNode(t *testing.T) {
 	}
 }
 
+// TestLeafLargerThanAllocation puts values whose leaf fits NodeBytes but
+// not what a memory node can ever give one allocation (NodeBytes less the
+// bytes the node reserves, remote.Pool.MaxAllocBytes): ErrValueTooLarge at
+// once, without a verb, not remote.ErrOutOfMemory after a failed
+// allocation; the old value stays and smaller leaves still go in.
+func TestLeafLargerThanAllocation(t *testing.T) {
+	ctx := context.Background()
+	key := []byte("key")
+	leaf := func(value int) int64 { return int64(classBytes(leafFormat{}.classOf(key, make([]byte, value)))) }
+	tests := []struct {
+		name      string
+		nodeBytes int64
+		value     int // leaf in (MaxAllocBytes, NodeBytes]
+		fits      int // a value whose leaf fits
+	}{
+		{"64 KiB nodes", 64 << 10, 62000, 20000},
+		{"a node of the largest leaf", 73728, MaxValueLen, 30000},
+		{"a node of the largest leaf, rounded", 73728 + 8, MaxValueLen, 30000},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, p := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: tc.nodeBytes}, Options{})
+			if n := leaf(tc.value); n <= p.MaxAllocBytes() || n > p.Config().NodeBytes {
+				t.Fatalf("a leaf of %d bytes is not in (%d, %d]", n, p.MaxAllocBytes(), p.Config().NodeBytes)
+			}
+			small := []byte("old value")
+			if err := tr.Put(ctx, key, small); err != nil {
+				t.Fatal(err)
+			}
+			before := p.Stats()
+			if err := tr.Put(ctx, key, make([]byte, tc.value)); !errors.Is(err, ErrValueTooLarge) {
+				t.Fatalf("Put of a %d-byte value (a %d-byte leaf, nodes of %d bytes): %v, want ErrValueTooLarge",
+					tc.value, leaf(tc.value), tc.nodeBytes, err)
+			}
+			if err := tr.Put(ctx, []byte("new"), make([]byte, tc.value)); !errors.Is(err, ErrValueTooLarge) {
+				t.Fatalf("insert of a %d-byte value: %v, want ErrValueTooLarge", tc.value, err)
+			}
+			if after := p.Stats(); after != before {
+				t.Errorf("the refused Puts reached the memory nodes:\n%v\n%v", after, before)
+			}
+			if v, ok, err := tr.Get(ctx, key); err != nil || !ok || !bytes.Equal(v, small) {
+				t.Fatalf("after the refused Put: Get = %q, %v, %v", v, ok, err)
+			}
+			if _, ok, err := tr.Get(ctx, []byte("new")); ok || err != nil {
+				t.Fatalf("the refused insert: Get = %v, %v", ok, err)
+			}
+			if err := tr.Put(ctx, key, make([]byte, tc.fits)); err != nil {
+				t.Fatalf("Put of a %d-byte value: %v", tc.fits, err)
+			}
+			if err := tr.Verify(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // TestCombinedWritersOutOfMemory has the clients of one compute node update
 // one key at once while memory is exhausted: writes combined into one
 // leader's window must all fail with the leader's error, not hang with it.

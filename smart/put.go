@@ -21,7 +21,9 @@ import (
 //
 // It fails with ErrValueTooLarge if the value exceeds MaxValueLen or if
 // its leaf (24 bytes, the key, the value and the 8-byte lock, rounded up to
-// a size class) would be larger than a memory node (remote.Config.NodeBytes),
+// a size class) would be larger than a memory node can ever hold
+// (remote.Pool.MaxAllocBytes: remote.Config.NodeBytes less what the node
+// reserves for its own state), at once and with nothing stored,
 // and with remote.ErrOutOfMemory if no memory node has room for what it
 // needs (a new leaf, also for an update that outgrows its leaf or under
 // Options.OutOfPlaceLeaves, or new nodes). A Put that fails has not stored
@@ -37,8 +39,9 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 	if len(value) > MaxValueLen {
 		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValueLen)
 	}
-	if n := classBytes(t.lf.classOf(key, value)); int64(n) > t.nodeBytes {
-		return fmt.Errorf("%w: its leaf of %d bytes exceeds a memory node (%d bytes)", ErrValueTooLarge, n, t.nodeBytes)
+	if n := classBytes(t.lf.classOf(key, value)); int64(n) > t.maxLeaf {
+		return fmt.Errorf("%w: its leaf of %d bytes exceeds what a memory node can hold (%d of its %d bytes)",
+			ErrValueTooLarge, n, t.maxLeaf, t.nodeBytes)
 	}
 	s, err := t.session()
 	if err != nil {

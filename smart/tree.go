@@ -22,7 +22,8 @@ type Tree struct {
 	lf        leafFormat // births with Options.Reclaim
 	line      uint64     // bytes of a WRITE that land together (writeLine)
 	rootSlot  remote.Addr
-	nodeBytes int64 // size of a memory node: no leaf may be larger
+	nodeBytes int64 // size of a memory node
+	maxLeaf   int64 // the largest allocation a memory node can give (remote.Pool.MaxAllocBytes): no leaf may be larger
 	// placed counts the bytes this compute node allocated on each memory
 	// node (frees not subtracted): chainAlloc balances by it.
 	placed      []atomic.Uint64
@@ -154,6 +155,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	}
 	t.rootSlot = region
 	t.nodeBytes = p.Config().NodeBytes
+	t.maxLeaf = p.MaxAllocBytes()
 	t.placed = make([]atomic.Uint64, p.MemoryNodes())
 	if err := s.initRoot(ctx, region); err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
