@@ -33,12 +33,16 @@ type Index interface {
 	// read the rest of the range. A pair present for the whole scan is
 	// yielded exactly once; pairs inserted or deleted during the scan may or
 	// may not be. On error the sequence yields (KV{}, err) once and stops.
+	// The bounds are read when the iteration starts (each time it starts):
+	// from then on lo and hi are the caller's again, to reuse or overwrite
+	// even inside the loop.
 	Scan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error]
 	// ReverseScan yields the pairs with lo <= key < hi in descending key
 	// order (nil hi: no upper bound), with Scan's guarantees: incremental,
 	// a pair present for the whole scan yielded exactly once, and an error
-	// yielded once as (KV{}, err). Its cost differs by index (see each
-	// index's documentation).
+	// yielded once as (KV{}, err), and its bounds read when the iteration
+	// starts (the caller may reuse them afterwards, inside the loop too).
+	// Its cost differs by index (see each index's documentation).
 	ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error]
 	// Close releases the index's compute-node state. Later calls return
 	// ErrClosed. The remote structure stays for other compute nodes.

@@ -13,8 +13,8 @@ import (
 // memory saves READs of the memory nodes and often round trips.
 type LimitScanner interface {
 	// ScanLimit is Scan bounded to the first limit pairs (limit <= 0: no
-	// bound), with Scan's guarantees; it reads no further ahead than those
-	// pairs need.
+	// bound), with Scan's guarantees (its bounds read when the iteration
+	// starts among them); it reads no further ahead than those pairs need.
 	ScanLimit(ctx context.Context, lo, hi []byte, limit int) iter.Seq2[KV, error]
 	// ReverseScanLimit is ReverseScan bounded to the first limit pairs
 	// (the limit greatest keys of the range; limit <= 0: no bound), with

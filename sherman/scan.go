@@ -27,7 +27,9 @@ var _ index.LimitScanner = (*Tree)(nil)
 // previous leaf's sibling, so the scan is a walk of the sibling chain: each
 // leaf is a consistent snapshot (torn reads are retried), the next leaf
 // starts exactly at the previous one's high fence, and a pair present for
-// the whole scan is yielded exactly once.
+// the whole scan is yielded exactly once. The bounds are copied when the
+// iteration starts (into the session's buffers): the caller may reuse lo
+// and hi while it iterates.
 func (t *Tree) Scan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
 	return t.scan(ctx, lo, hi, false, 0)
 }
@@ -92,23 +94,34 @@ type scanner struct {
 	from   []*centry     // the cached pages that predicted them
 	low    []byte        // Scan: the low fence the next leaf must have
 	bound  []byte        // ReverseScan: the bound hi was lowered to
+	// loBuf and hiBuf hold copies of the caller's bounds, taken when the
+	// iteration starts: the caller may reuse its slices while it iterates.
+	loBuf, hiBuf []byte
 }
 
 // start sets the session's scanner up for a scan (see Tree.scan), with
-// the buffers of its last scan.
+// the buffers of its last scan. The scan reads copies of lo and hi (a nil
+// hi stays nil: no upper bound).
 func (sc *scanner) start(s *session, lo, hi []byte, desc bool, limit int, yield func(index.KV, error) bool) {
-	*sc = scanner{s: s, lo: lo, hi: hi, desc: desc, left: limit, yield: yield,
+	*sc = scanner{s: s, desc: desc, left: limit, yield: yield,
 		slots: slices.Grow(sc.slots[:0], s.t.g.leafSpan), bufs: sc.bufs, ops: sc.ops[:0],
-		addrs: sc.addrs[:0], from: sc.from[:0], low: sc.low[:0], bound: sc.bound[:0]}
+		addrs: sc.addrs[:0], from: sc.from[:0], low: sc.low[:0], bound: sc.bound[:0],
+		loBuf: append(sc.loBuf[:0], lo...), hiBuf: append(sc.hiBuf[:0], hi...)}
+	sc.lo = sc.loBuf
+	if hi != nil {
+		if sc.hi = sc.hiBuf; sc.hi == nil {
+			sc.hi = []byte{} // an empty hi bounds the scan, unlike nil
+		}
+	}
 }
 
-// keep drops what the scan referred to (the caller's bounds and yield, the
-// cached pages of its last prediction) and keeps the buffers.
+// keep drops what the scan referred to (the caller's yield, the cached
+// pages of its last prediction) and keeps the buffers.
 func (sc *scanner) keep() {
 	clear(sc.from)
 	clear(sc.ops)
 	*sc = scanner{slots: sc.slots[:0], bufs: sc.bufs, ops: sc.ops[:0], addrs: sc.addrs[:0],
-		from: sc.from[:0], low: sc.low[:0], bound: sc.bound[:0]}
+		from: sc.from[:0], low: sc.low[:0], bound: sc.bound[:0], loBuf: sc.loBuf[:0], hiBuf: sc.hiBuf[:0]}
 }
 
 // run scans; it returns nil when the range is exhausted or the caller

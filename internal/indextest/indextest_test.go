@@ -123,6 +123,7 @@ var mutantCases = []struct {
 	{"zero-pad", "keys", "zero-chain"},
 	{"zero-pad", "keys", "extreme-bytes"},
 	{"scan-hi-inclusive", "scan", "edge-bounds"},
+	{"scan-reads-bounds", "scan", "mutated-bounds"},
 	{"limit-overrun", "scan", "ScanLimit"},
 	{"limit-readahead", "scan", "does not bound the read-ahead"},
 	{"torn-put", "concurrent", "same-key-contention"},

@@ -1,6 +1,7 @@
 package indextest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -368,6 +369,7 @@ func (x *refIndex) scan(ctx context.Context, lo, hi []byte, limit int) iter.Seq2
 		limit++
 	}
 	return func(yield func(index.KV, error) bool) {
+		lo, hi := x.bounds(lo, hi)
 		if x.closed.Load() && x.mutant != "no-closed" {
 			yield(index.KV{}, index.ErrClosed)
 			return
@@ -442,6 +444,16 @@ func (x *refIndex) scan(ctx context.Context, lo, hi []byte, limit int) iter.Seq2
 	}
 }
 
+// bounds returns copies of a scan's bounds, taken when its iteration
+// starts (a nil hi stays nil), or the caller's slices themselves for the
+// mutant scan-reads-bounds.
+func (x *refIndex) bounds(lo, hi []byte) ([]byte, []byte) {
+	if x.mutant == "scan-reads-bounds" {
+		return lo, hi
+	}
+	return bytes.Clone(lo), bytes.Clone(hi)
+}
+
 // values reads the values of es in one round trip.
 func (x *refIndex) values(ctx context.Context, es []refEntry) ([][]byte, error) {
 	vals := make([][]byte, len(es))
@@ -464,6 +476,7 @@ func (x *refIndex) values(ctx context.Context, es []refEntry) ([][]byte, error) 
 // the range down, each batch's values read in one round trip.
 func (x *refIndex) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[index.KV, error] {
 	return func(yield func(index.KV, error) bool) {
+		lo, hi := x.bounds(lo, hi)
 		if x.closed.Load() {
 			yield(index.KV{}, index.ErrClosed)
 			return

@@ -3,6 +3,7 @@ package indextest
 import (
 	"bytes"
 	"context"
+	"iter"
 	"math/rand/v2"
 	"testing"
 
@@ -19,12 +20,15 @@ import (
 // scan stopped after 10 pairs of a large index reads much less remote
 // memory than a full scan (remote.Stats of the compute node: at most an
 // eighth of the bytes) and, for an index.LimitScanner, that scans told
-// their length read less than scans their caller stops.
+// their length read less than scans their caller stops. A caller may reuse
+// its bound buffers inside the loop: the four scans read the bounds when
+// the iteration starts (skipped with Target.ScanReadsBounds).
 func RunScan(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	tg = tg.withPool(t)
 	t.Run("random-bounds", func(t *testing.T) { scanRandom(t, tg) })
 	t.Run("edge-bounds", func(t *testing.T) { scanEdges(t, tg) })
+	t.Run("mutated-bounds", func(t *testing.T) { scanMutatedBounds(t, tg) })
 	t.Run("early-break-io", func(t *testing.T) { scanEarlyBreakIO(t, tg) })
 }
 
@@ -194,6 +198,65 @@ func scanEdges(t *testing.T, tg Target) {
 			lo := []byte(all[i-3].k)
 			if p := scanN(ctx, idx, lo, k, -1).problem(o.scan(lo, k, -1)); p != "" {
 				t.Fatalf("Scan(%s, %s): %s", fmtKey(lo), fmtKey(k), p)
+			}
+		}
+	}
+}
+
+// scanMutatedBounds overwrites the caller's lo and hi after every pair of
+// the four scans, widening the range (lo all 0x00, hi all 0xff) or emptying
+// it (the other way round): the scans must yield the range the bounds held
+// when the iteration started (index.Index), as a caller that reuses its
+// buffers expects.
+func scanMutatedBounds(t *testing.T, tg Target) {
+	if tg.ScanReadsBounds {
+		t.Skip("the target's scans read the caller's bounds while they iterate (Target.ScanReadsBounds)")
+	}
+	ctx := t.Context()
+	_, idxs := tg.localIndex(t, 1)
+	idx := idxs[0]
+	o := tg.populate(t, idx, 600)
+	all := o.all()
+	lo0, hi0 := []byte(all[50].k), []byte(all[len(all)-50].k)
+	for _, widen := range []bool{true, false} {
+		for _, m := range []struct {
+			method string
+			limit  int // -1: no bound
+			seq    func(lo, hi []byte) iter.Seq2[index.KV, error]
+			want   func(lo, hi []byte, limit int) []okv
+		}{
+			{"Scan", -1, func(lo, hi []byte) iter.Seq2[index.KV, error] { return idx.Scan(ctx, lo, hi) }, o.scan},
+			{"ReverseScan", -1, func(lo, hi []byte) iter.Seq2[index.KV, error] { return idx.ReverseScan(ctx, lo, hi) }, o.rscan},
+			{"ScanLimit", 300, func(lo, hi []byte) iter.Seq2[index.KV, error] { return index.ScanLimit(ctx, idx, lo, hi, 300) }, o.scan},
+			{"ReverseScanLimit", 300, func(lo, hi []byte) iter.Seq2[index.KV, error] {
+				return index.ReverseScanLimit(ctx, idx, lo, hi, 300)
+			}, o.rscan},
+		} {
+			lo, hi := bytes.Clone(lo0), bytes.Clone(hi0)
+			loByte, hiByte := byte(0x00), byte(0xff)
+			if !widen {
+				loByte, hiByte = hiByte, loByte
+			}
+			mutate := func() {
+				for i := range lo {
+					lo[i] = loByte
+				}
+				for i := range hi {
+					hi[i] = hiByte
+				}
+			}
+			seq := m.seq(lo, hi)
+			out := consume(func(yield func(index.KV, error) bool) {
+				for kv, err := range seq {
+					if !yield(kv, err) {
+						return
+					}
+					mutate()
+				}
+			}, -1, m.method)
+			if p := out.problem(m.want(lo0, hi0, m.limit)); p != "" {
+				t.Errorf("%s(%s, %s) limit %d with its bounds overwritten (widening %v) inside the loop: %s",
+					m.method, fmtKey(lo0), fmtKey(hi0), m.limit, widen, p)
 			}
 		}
 	}
