@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +55,52 @@ func TestOpenOptionsMismatch(t *testing.T) {
 func TestOpenNilComputeNode(t *testing.T) {
 	if _, err := Open(nil, Options{}); !errors.Is(err, remote.ErrBadRequest) {
 		t.Fatalf("Open(nil) = %v, want remote.ErrBadRequest", err)
+	}
+}
+
+// TestOpenBadOptions: Open refuses options out of their range with
+// remote.ErrBadRequest (a negative RetryBudget among them, as Sherman
+// refuses one, instead of taking it for the default) and accepts the
+// values at their edges.
+func TestOpenBadOptions(t *testing.T) {
+	p, err := remote.NewPool(remote.Config{NodeBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	tests := []struct {
+		name string
+		opts Options
+		ok   bool
+	}{
+		{"negative RetryBudget", Options{RetryBudget: -1}, false},
+		{"very negative RetryBudget", Options{RetryBudget: -1 << 40}, false},
+		{"default RetryBudget", Options{RetryBudget: 0}, true},
+		{"RetryBudget 1", Options{RetryBudget: 1}, true},
+		{"negative Lease", Options{Lease: -time.Millisecond}, false},
+		{"ReclaimInterval below the least", Options{Reclaim: true, ReclaimInterval: MinReclaimInterval / 2}, false},
+		{"negative ReclaimInterval", Options{ReclaimInterval: -time.Millisecond}, false},
+		{"unknown Release", Options{Release: ReleaseRoundTrip + 1}, false},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Name = fmt.Sprint("bad-options-", i)
+			tr, err := Open(p.NewComputeNode(), tc.opts)
+			switch {
+			case tc.ok && err != nil:
+				t.Fatalf("Open(%+v): %v", tc.opts, err)
+			case tc.ok:
+				if got := tr.retryBudget; got <= 0 {
+					t.Errorf("Open(%+v): retry budget %d", tc.opts, got)
+				}
+				tr.Close()
+			case !errors.Is(err, remote.ErrBadRequest):
+				if err == nil {
+					tr.Close()
+				}
+				t.Fatalf("Open(%+v) = %v, want remote.ErrBadRequest", tc.opts, err)
+			}
+		})
 	}
 }
 

@@ -23,7 +23,8 @@ type Options struct {
 	// internal node, so the default holds those of about 2 million keys.
 	CacheBytes int64
 	// RetryBudget is how many times an operation restarts from the root
-	// before it fails with ErrContention (default DefaultRetryBudget).
+	// before it fails with ErrContention (0: DefaultRetryBudget; Open
+	// refuses a negative budget with remote.ErrBadRequest).
 	RetryBudget int
 
 	// The switches below exist for the factor analysis of the paper's

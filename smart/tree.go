@@ -123,7 +123,10 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if opts.LockedInternal {
 		opts.PaperNodes = true // its node lock word sits behind 256 slots
 	}
-	if opts.RetryBudget <= 0 {
+	if opts.RetryBudget < 0 {
+		return nil, fmt.Errorf("smart: Open: %w: negative Options.RetryBudget %d", remote.ErrBadRequest, opts.RetryBudget)
+	}
+	if opts.RetryBudget == 0 {
 		opts.RetryBudget = DefaultRetryBudget
 	}
 	if opts.ReclaimInterval < 0 || (opts.ReclaimInterval > 0 && opts.ReclaimInterval < MinReclaimInterval) {
