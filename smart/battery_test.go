@@ -25,9 +25,6 @@ func target(name string, opts smart.Options) indextest.Target {
 		Verify:      func(ctx context.Context, idx smart.Index) error { return idx.(*smart.Tree).Verify(ctx) },
 		MaxKeyLen:   smart.MaxKeyLen,
 		MaxValueLen: smart.MaxValueLen,
-		// SMART's scans still read the caller's bounds while they
-		// iterate (scan.go); drop this once they copy them at the start.
-		ScanReadsBounds: true,
 	}
 }
 

@@ -49,13 +49,6 @@ type Target struct {
 	// is zero. A millisecond or less keeps it fast.
 	Lease time.Duration
 
-	// ScanReadsBounds marks an index whose scans still read the caller's
-	// lo and hi while they iterate, against index.Index's contract: the
-	// battery then skips the check that a caller may overwrite its bounds
-	// inside the loop (RunScan's mutated-bounds). Temporary: SMART sets it
-	// until its scans copy their bounds when the iteration starts.
-	ScanReadsBounds bool
-
 	// Config, if set, is the pool configuration of the tests that run in
 	// real time (default: two local memory nodes): e.g. remote.Config.Shm
 	// or remote.Config.TCP, to run the battery over another transport. The

@@ -22,7 +22,7 @@ import (
 // eighth of the bytes) and, for an index.LimitScanner, that scans told
 // their length read less than scans their caller stops. A caller may reuse
 // its bound buffers inside the loop: the four scans read the bounds when
-// the iteration starts (skipped with Target.ScanReadsBounds).
+// the iteration starts.
 func RunScan(t *testing.T, tg Target) {
 	checkTarget(t, tg)
 	tg = tg.withPool(t)
@@ -209,9 +209,6 @@ func scanEdges(t *testing.T, tg Target) {
 // when the iteration started (index.Index), as a caller that reuses its
 // buffers expects.
 func scanMutatedBounds(t *testing.T, tg Target) {
-	if tg.ScanReadsBounds {
-		t.Skip("the target's scans read the caller's bounds while they iterate (Target.ScanReadsBounds)")
-	}
 	ctx := t.Context()
 	_, idxs := tg.localIndex(t, 1)
 	idx := idxs[0]
