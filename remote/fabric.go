@@ -86,7 +86,7 @@ func (c *tcpConn) endpoint() (fabricEndpoint, error) {
 	call := newTCPCall()
 	call.isRPC = true
 	call.fabric = true
-	if _, err := c.write(call, frameHeader{typ: frameFabric, flags: flagSignaled}, 0, func(b []byte) []byte { return b }, 0); err != nil {
+	if _, err := c.write(context.Background(), c.t.deadline(), call, frameHeader{typ: frameFabric, flags: flagSignaled}, 0, func(b []byte) []byte { return b }, 0); err != nil {
 		return fabricEndpoint{}, err
 	}
 	if err := c.await(call); err != nil {

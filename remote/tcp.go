@@ -24,8 +24,11 @@ type tcpTransport struct {
 	pool  uint64     // the pool id every memory node carries
 	admin []*tcpConn // one per memory node, for pool-level requests
 
-	mu  sync.Mutex
-	cns [][][]*tcpConn // per compute node, per memory node: Conns connections
+	mu    sync.Mutex
+	cns   [][][]*tcpConn     // per compute node, per memory node: Conns connections
+	nodes []*tcpNode         // per memory node, its health
+	life  context.Context    // cancelled by close: aborts dials
+	stop  context.CancelFunc // cancels life
 }
 
 // netClient is a client's state on a network transport: a reusable call
@@ -133,8 +136,44 @@ func (t *tcpTransport) adminConn(mn int) *tcpConn {
 	return t.admin[mn]
 }
 
+// newConn returns a new connection slot to memory node mn. Called with
+// t.mu held.
 func (t *tcpTransport) newConn(mn int) *tcpConn {
-	return &tcpConn{t: t, mn: mn, addr: t.addrs[mn]}
+	if t.nodes == nil {
+		for i, addr := range t.addrs {
+			t.nodes = append(t.nodes, newTCPNode(i, addr))
+		}
+		t.life, t.stop = context.WithCancel(context.Background())
+	}
+	return &tcpConn{t: t, mn: mn, addr: t.addrs[mn], node: t.nodes[mn]}
+}
+
+// deadline returns the time by which a request sent now must have its
+// reply, dials included: Timeout from now.
+func (t *tcpTransport) deadline() time.Time { return time.Now().Add(t.cfg.Timeout) }
+
+// nodeFailed records a failed dial or connection to node n; if it marked
+// the node down, every connection to the node is closed, failing the
+// requests pending on them at once.
+func (t *tcpTransport) nodeFailed(n *tcpNode, probe bool, cause error) {
+	if !n.failed(probe, cause) {
+		return
+	}
+	t.mu.Lock()
+	var conns []*tcpConn
+	if n.mn < len(t.admin) {
+		conns = append(conns, t.admin[n.mn])
+	}
+	for _, cn := range t.cns {
+		if cn != nil {
+			conns = append(conns, cn[n.mn]...)
+		}
+	}
+	t.mu.Unlock()
+	why := fmt.Errorf("closed: the node was found down (%v)", cause)
+	for _, c := range conns {
+		c.drop(why)
+	}
 }
 
 func (t *tcpTransport) newClient(c *Client) {
@@ -169,8 +208,9 @@ func (t *tcpTransport) conn(c *Client, mn int) *tcpConn {
 	return conns[c.id%len(conns)]
 }
 
-func (t *tcpTransport) exec(_ context.Context, c *Client, ops []Op, signaled bool) error {
+func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled bool) error {
 	nc := c.net
+	by := t.deadline()
 	first := ops[0].Addr.MN()
 	single := true
 	for i := range ops {
@@ -182,7 +222,7 @@ func (t *tcpTransport) exec(_ context.Context, c *Client, ops []Op, signaled boo
 	if single {
 		call := nc.calls[first]
 		call.ops, call.idx = ops, nil
-		if err := t.send(c, first, call, signaled); err != nil {
+		if err := t.send(ctx, by, c, first, call, signaled); err != nil {
 			return err
 		}
 		if !signaled {
@@ -205,7 +245,7 @@ func (t *tcpTransport) exec(_ context.Context, c *Client, ops []Op, signaled boo
 		}
 		call := nc.calls[mn]
 		call.ops, call.idx = ops, idx
-		if err = t.send(c, mn, call, signaled); err != nil {
+		if err = t.send(ctx, by, c, mn, call, signaled); err != nil {
 			break
 		}
 		sent = append(sent, mn)
@@ -221,10 +261,11 @@ func (t *tcpTransport) exec(_ context.Context, c *Client, ops []Op, signaled boo
 	return err
 }
 
-// send posts call's batch to memory node mn on c's connection.
-func (t *tcpTransport) send(c *Client, mn int, call *tcpCall, signaled bool) error {
+// send posts call's batch to memory node mn on c's connection, with its
+// reply due by by.
+func (t *tcpTransport) send(ctx context.Context, by time.Time, c *Client, mn int, call *tcpCall, signaled bool) error {
 	call.isRPC = false
-	gen, err := t.conn(c, mn).post(call, signaled, c.net.posted[mn])
+	gen, err := t.conn(c, mn).post(ctx, by, call, signaled, c.net.posted[mn])
 	if err != nil {
 		c.net.posted[mn] = 0
 		return err
@@ -238,7 +279,7 @@ func (t *tcpTransport) send(c *Client, mn int, call *tcpCall, signaled bool) err
 }
 
 func (t *tcpTransport) rpc(ctx context.Context, c *Client, mn int, req *rpcRequest) (rpcReply, error) {
-	return t.conn(c, mn).callWith(c.net.calls[mn], req)
+	return t.conn(c, mn).callWith(ctx, c.net.calls[mn], req)
 }
 
 func (t *tcpTransport) used(ctx context.Context, mn int) (uint64, error) {
@@ -262,8 +303,12 @@ func (t *tcpTransport) close() {
 			all = append(all, conns...)
 		}
 	}
+	stop := t.stop
 	t.mu.Unlock()
 	for _, c := range all {
 		c.shut()
+	}
+	if stop != nil {
+		stop() // dials in flight
 	}
 }

@@ -20,10 +20,17 @@ type TCPConfig struct {
 	// node's clients share (default 2). A client always uses the same one,
 	// so its verbs execute in posting order.
 	Conns int
-	// DialTimeout bounds connecting and authenticating (default 5 s).
+	// DialTimeout bounds connecting and authenticating (default 5 s); a
+	// dial made for a call is given at most half of Timeout, so that the
+	// call has the other half for its reply.
 	DialTimeout time.Duration
-	// Timeout bounds the wait for any reply (default 10 s): a memory node
-	// that does not answer in time fails the call with ErrUnavailable.
+	// Timeout bounds every call (default 10 s), a dial it waits for
+	// included: a memory node that does not answer in time fails the call
+	// with ErrUnavailable. A connection that fails (refused, reset, a
+	// handshake or a reply past its timeout) marks its memory node down:
+	// the calls to it then fail at once with ErrUnavailable, and one dial
+	// at a time tries it again after a back-off that doubles from 100 ms
+	// to 5 s while it stays down (docs/deploy.md, "Faults").
 	Timeout time.Duration
 }
 

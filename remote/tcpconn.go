@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"runtime"
 	"sync"
@@ -14,16 +15,27 @@ import (
 )
 
 // tcpConn is one connection slot to a memory node: the current link, dialled
-// on first use and again after it breaks.
+// on first use and again after it breaks, as its node's state (tcpNode)
+// allows.
 type tcpConn struct {
 	t    *tcpTransport
 	mn   int
 	addr string
+	node *tcpNode
 
-	mu     sync.Mutex // guards link, closed, and the send state of links
-	link   *tcpLink   // nil while down
-	gen    uint64     // generation of the latest link
-	closed bool
+	mu      sync.Mutex // guards link, dialing, closed, and the send state of links
+	link    *tcpLink   // nil while down
+	dialing *tcpDial   // the dial in flight, if any
+	gen     uint64     // generation of the latest link
+	closed  bool
+}
+
+// tcpDial is one attempt to connect a tcpConn, made by a goroutine of its
+// own; the callers that need the connection wait for its outcome.
+type tcpDial struct {
+	done  chan struct{} // closed when it ended
+	err   error         // its outcome, set before done is closed
+	probe bool          // the one attempt a down node allows
 }
 
 // tcpLink is one TCP connection (one generation of a tcpConn). Senders
@@ -43,6 +55,7 @@ type tcpLink struct {
 	pending map[uint64]*tcpCall
 	nextID  uint64
 	dead    error // set when the link failed; no call is registered after
+	cause   error // why it was closed on purpose (no reply in time, a failed write, its node found down)
 }
 
 // tcpCall is one request waiting for its reply.
@@ -65,14 +78,14 @@ func newTCPCall() *tcpCall {
 }
 
 // call sends a two-sided request on the connection and waits for the reply.
-func (c *tcpConn) call(_ context.Context, req *rpcRequest) (rpcReply, error) {
-	return c.callWith(newTCPCall(), req)
+func (c *tcpConn) call(ctx context.Context, req *rpcRequest) (rpcReply, error) {
+	return c.callWith(ctx, newTCPCall(), req)
 }
 
-func (c *tcpConn) callWith(call *tcpCall, req *rpcRequest) (rpcReply, error) {
+func (c *tcpConn) callWith(ctx context.Context, call *tcpCall, req *rpcRequest) (rpcReply, error) {
 	call.isRPC = true
 	payload := appendRPC(nil, req)
-	if _, err := c.write(call, frameHeader{typ: frameRPC, flags: flagSignaled}, len(payload), func(b []byte) []byte {
+	if _, err := c.write(ctx, c.t.deadline(), call, frameHeader{typ: frameRPC, flags: flagSignaled}, len(payload), func(b []byte) []byte {
 		return append(b, payload...)
 	}, 0); err != nil {
 		return rpcReply{}, err
@@ -87,8 +100,9 @@ func (c *tcpConn) callWith(call *tcpCall, req *rpcRequest) (rpcReply, error) {
 // batch to this node was unsignaled and sent on that link generation: if
 // the connection was redialled since, those verbs may be lost, and the
 // batch fails with ErrUnavailable instead of running after them as if they
-// had executed. It returns the generation used.
-func (c *tcpConn) post(call *tcpCall, signaled bool, lastPosted uint64) (uint64, error) {
+// had executed. It returns the generation used. A connection it must dial
+// first is given until by.
+func (c *tcpConn) post(ctx context.Context, by time.Time, call *tcpCall, signaled bool, lastPosted uint64) (uint64, error) {
 	h := frameHeader{typ: frameBatch}
 	if signaled {
 		h.flags = flagSignaled
@@ -113,18 +127,19 @@ func (c *tcpConn) post(call *tcpCall, signaled bool, lastPosted uint64) (uint64,
 	if !signaled {
 		rcall = nil
 	}
-	return c.write(rcall, h, size, func(b []byte) []byte {
+	return c.write(ctx, by, rcall, h, size, func(b []byte) []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(n))
 		each(func(o *Op) { b = appendVerb(b, o) })
 		return b
 	}, lastPosted)
 }
 
-// write sends one frame, registering call (if not nil) for its reply; enc
-// appends the payload of size bytes. It returns the link generation used.
-func (c *tcpConn) write(call *tcpCall, h frameHeader, size int, enc func([]byte) []byte, lastPosted uint64) (uint64, error) {
+// write sends one frame, registering call (if not nil) for its reply by
+// time by; enc appends the payload of size bytes. It returns the link
+// generation used.
+func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h frameHeader, size int, enc func([]byte) []byte, lastPosted uint64) (uint64, error) {
 	c.mu.Lock()
-	l, err := c.ensure()
+	l, err := c.ensure(ctx, by)
 	if err != nil {
 		c.mu.Unlock()
 		return 0, err
@@ -138,7 +153,7 @@ func (c *tcpConn) write(call *tcpCall, h frameHeader, size int, enc func([]byte)
 			c.mu.Unlock()
 			return 0, err
 		}
-		call.timer.Reset(c.t.cfg.Timeout)
+		call.timer.Reset(time.Until(by))
 	}
 	start := len(l.out)
 	var zero [headerBytes]byte
@@ -166,9 +181,9 @@ func (c *tcpConn) write(call *tcpCall, h frameHeader, size int, enc func([]byte)
 		l.spare = data[:0]
 		if err != nil {
 			// The reader fails every pending call, this one included, and
-			// the next sender dials a new link.
+			// marks the node down.
 			l.out = l.out[:0]
-			l.nc.Close()
+			l.fail(fmt.Errorf("write: %v", err))
 			break
 		}
 	}
@@ -190,34 +205,111 @@ func (l *tcpLink) register(call *tcpCall) (uint64, error) {
 	return l.nextID, nil
 }
 
-// await waits for call's reply. A node that does not answer within the
-// timeout has its connection closed, which fails every request pending on
-// it with ErrUnavailable.
+// await waits for call's reply. A node that does not answer in time has
+// its connection closed, which fails every request pending on it with
+// ErrUnavailable and marks the node down.
 func (c *tcpConn) await(call *tcpCall) error {
 	select {
 	case err := <-call.done:
 		call.timer.Stop()
 		return err
 	case <-call.timer.C:
-		call.link.nc.Close()
+		call.link.fail(fmt.Errorf("no reply within the timeout (%v)", c.t.cfg.Timeout))
 		return <-call.done
 	}
 }
 
 // ensure returns the live link, dialling one if there is none. Called with
-// c.mu held.
-func (c *tcpConn) ensure() (*tcpLink, error) {
+// c.mu held, which it releases while it waits for a dial. A dial runs in a
+// goroutine of its own, bounded by DialTimeout and by, and the callers that
+// need the connection meanwhile wait for its outcome, or for ctx. While
+// the node is down (tcpNode) it fails at once instead, except for the one
+// dial the node's back-off lets through.
+func (c *tcpConn) ensure(ctx context.Context, by time.Time) (*tcpLink, error) {
 	if c.closed {
 		return nil, ErrClosed
 	}
 	if c.link != nil {
 		return c.link, nil
 	}
+	d := c.dialing
+	if d == nil {
+		probe, err := c.node.admit()
+		if err != nil {
+			return nil, err
+		}
+		d = &tcpDial{done: make(chan struct{}), probe: probe}
+		c.dialing = d
+		go c.redial(d, by)
+	}
+	c.mu.Unlock()
+	var err error
+	select {
+	case <-d.done:
+		err = d.err
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	c.mu.Lock()
+	switch {
+	case c.closed:
+		return nil, ErrClosed
+	case c.link != nil:
+		return c.link, nil
+	case err != nil:
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: memory node %d (%s): the new connection failed at once", ErrUnavailable, c.mn, c.addr)
+}
+
+// redial makes dial d for a call due by by, installs the link it made and
+// reports the outcome to the node. The dial is given DialTimeout, and at
+// most half of the call's Timeout, so that the call has at least the other
+// half for its reply: a node is judged by a reply past half a Timeout at
+// worst, and the call returns by its deadline.
+func (c *tcpConn) redial(d *tcpDial, by time.Time) {
+	by = by.Add(-c.t.cfg.Timeout / 2)
+	if limit := time.Now().Add(c.t.cfg.DialTimeout); limit.Before(by) {
+		by = limit
+	}
+	nc, err := c.dial(by)
+	c.mu.Lock()
+	c.dialing = nil
+	failed := err != nil
+	switch {
+	case c.closed:
+		err, failed = ErrClosed, false
+	case err == nil && !c.node.connected(d.probe):
+		// The node was found down while this dial ran.
+		err = c.node.unavailable()
+	case err == nil:
+		c.gen++
+		c.link = &tcpLink{c: c, nc: nc, gen: c.gen, pending: map[uint64]*tcpCall{}}
+		go c.link.readLoop()
+	}
+	if err != nil && nc != nil {
+		nc.Close()
+	}
+	d.err = err
+	c.mu.Unlock()
+	if failed {
+		c.t.nodeFailed(c.node, d.probe, err)
+	}
+	close(d.done)
+}
+
+// dial connects to the memory node and authenticates by time by. Closing
+// the transport aborts it.
+func (c *tcpConn) dial(by time.Time) (net.Conn, error) {
 	cfg := &c.t.cfg
-	nc, err := net.DialTimeout("tcp", c.addr, cfg.DialTimeout)
+	ctx, cancel := context.WithDeadline(c.t.life, by)
+	defer cancel()
+	var dialer net.Dialer
+	nc, err := dialer.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: memory node %d (%s): %v", ErrUnavailable, c.mn, c.addr, err)
 	}
+	defer context.AfterFunc(c.t.life, func() { nc.Close() })()
 	var verify *rpcRequest
 	if c.t.pool != 0 {
 		// Every connection after the pool joined checks that the node is
@@ -225,14 +317,127 @@ func (c *tcpConn) ensure() (*tcpLink, error) {
 		// would otherwise serve empty memory as if nothing had happened.
 		verify = &rpcRequest{Kind: rpcJoin, Pool: c.t.pool, Index: c.mn, Nodes: len(c.t.addrs)}
 	}
-	if err := handshake(nc, cfg.Token, cfg.DialTimeout, verify); err != nil {
+	if err := handshake(nc, cfg.Token, time.Until(by), verify); err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("memory node %d (%s): %w", c.mn, c.addr, err)
 	}
-	c.gen++
-	c.link = &tcpLink{c: c, nc: nc, gen: c.gen, pending: map[uint64]*tcpCall{}}
-	go c.link.readLoop()
-	return c.link, nil
+	return nc, nil
+}
+
+// fail closes the link for cause (kept for the errors of its pending calls
+// if it is the first).
+func (l *tcpLink) fail(cause error) {
+	l.pmu.Lock()
+	if l.cause == nil {
+		l.cause = cause
+	}
+	l.pmu.Unlock()
+	l.nc.Close()
+}
+
+// drop closes c's link, if it has one, because its node was found down.
+func (c *tcpConn) drop(cause error) {
+	c.mu.Lock()
+	l := c.link
+	c.link = nil
+	c.mu.Unlock()
+	if l != nil {
+		l.fail(cause)
+	}
+}
+
+// Back-off of a memory node found down (tcpNode).
+const (
+	minNodeBackoff = 100 * time.Millisecond
+	maxNodeBackoff = 5 * time.Second
+)
+
+// tcpNode is what a transport knows of one memory node's health, shared by
+// all its connections to the node. A connection to the node that fails (a
+// dial refused, a handshake or a reply past its timeout, a reset, a broken
+// frame) marks it down: every connection to it is closed, and verbs to it
+// fail at once with ErrUnavailable instead of each redialling and waiting
+// out a timeout. After a back-off one dial is let through (the probe),
+// while the others keep failing at once; its success brings the node back
+// up, its failure doubles the back-off, from minNodeBackoff up to
+// maxNodeBackoff.
+type tcpNode struct {
+	mn   int
+	addr string
+
+	mu      sync.Mutex
+	down    bool
+	probing bool          // the probe is in flight
+	retry   time.Time     // while down: no probe before
+	backoff time.Duration // the back-off after the next failure
+	cause   error         // the failure that marked the node down, or the last probe's
+}
+
+func newTCPNode(mn int, addr string) *tcpNode {
+	return &tcpNode{mn: mn, addr: addr, backoff: minNodeBackoff}
+}
+
+// admit is asked before a dial: an error wrapping ErrUnavailable while the
+// node is down and no probe is due, else probe says whether this dial is
+// the probe.
+func (n *tcpNode) admit() (probe bool, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.down {
+		return false, nil
+	}
+	if n.probing || time.Now().Before(n.retry) {
+		return false, n.unavailableLocked()
+	}
+	n.probing = true
+	return true, nil
+}
+
+// connected records a successful dial and reports whether its connection
+// may be used: a probe brings the node back up; another dial's connection
+// may not be used if the node was found down meanwhile.
+func (n *tcpNode) connected(probe bool) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if probe {
+		n.down, n.probing, n.backoff, n.cause = false, false, minNodeBackoff, nil
+	}
+	return !n.down
+}
+
+// failed records a failed dial or connection and reports whether it marked
+// the node down (it was up).
+func (n *tcpNode) failed(probe bool, cause error) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case probe:
+		n.probing = false
+		n.backoff = min(2*n.backoff, maxNodeBackoff)
+	case n.down:
+		return false // a connection of before, or a dial started before it went down
+	}
+	tripped := !n.down
+	n.down, n.cause = true, cause
+	// Up to a quarter more, so that compute nodes that lost the node at the
+	// same instant do not probe it in step.
+	n.retry = time.Now().Add(n.backoff + rand.N(n.backoff/4+1))
+	return tripped
+}
+
+// unavailable returns the error of a verb refused while the node is down.
+func (n *tcpNode) unavailable() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.unavailableLocked()
+}
+
+func (n *tcpNode) unavailableLocked() error {
+	state := "a reconnection is under way"
+	if !n.probing {
+		state = fmt.Sprintf("next attempt in %v", time.Until(n.retry).Round(time.Millisecond))
+	}
+	return fmt.Errorf("%w: memory node %d (%s) is down (%s); it failed with: %w", ErrUnavailable, n.mn, n.addr, state, n.cause)
 }
 
 // handshake authenticates a new connection and, if verify is set, sends
@@ -304,7 +509,9 @@ func (c *tcpConn) shut() {
 }
 
 // readLoop delivers the link's replies until it fails, then fails every
-// pending call and takes the link down so that the next send redials.
+// pending call and takes the link down. A link that failed while in use
+// (not closed by Pool.Close, nor dropped with its node) marks its node
+// down.
 func (l *tcpLink) readLoop() {
 	br := bufio.NewReaderSize(l.nc, 64<<10)
 	var hdr [headerBytes]byte
@@ -336,14 +543,26 @@ func (l *tcpLink) readLoop() {
 	l.nc.Close()
 	c := l.c
 	c.mu.Lock()
-	if c.link == l {
+	current := c.link == l
+	if current {
 		c.link = nil
 	}
 	closed := c.closed
 	c.mu.Unlock()
-	fail := fmt.Errorf("%w: memory node %d (%s): %v", ErrUnavailable, c.mn, c.addr, err)
-	if closed {
+	l.pmu.Lock()
+	cause := l.cause
+	l.pmu.Unlock()
+	var fail error
+	switch {
+	case closed:
 		fail = ErrClosed
+	case cause != nil:
+		fail = fmt.Errorf("%w: memory node %d (%s): %v", ErrUnavailable, c.mn, c.addr, cause)
+	default:
+		fail = fmt.Errorf("%w: memory node %d (%s): %v", ErrUnavailable, c.mn, c.addr, err)
+	}
+	if current && !closed {
+		c.t.nodeFailed(c.node, false, fail)
 	}
 	l.pmu.Lock()
 	l.dead = fail
