@@ -38,11 +38,17 @@
 // Result; ModeLocal uses goroutines and the wall clock. Throughput counts
 // completed operations (not issued ones, as the original SMART harness
 // did); latencies go to HdrHistograms, per operation kind as in YCSB's
-// output (Result.WriteText). Remote I/O per operation comes from the
-// pool's statistics over the run phase, the cache hit ratio from indexes
-// that implement StatsReporter, NIC utilisation from the simulator's
-// report. The runner charges no CPU time of its own: indexes charge
-// remote.Profile.CPUPerOp through their clients.
+// output (Result.WriteText). An operation that fails is counted in
+// Result.Errors, except that one failing with remote.ErrUnavailable (a
+// memory node of a tcp or fabric run is gone) stops its phase at once and
+// Run returns that error, as it does for any error of the load phase: a
+// phase whose operations all fail would measure nothing. Operations
+// stopped by crash injection are counted apart (see Crashes). Remote I/O
+// per operation comes from the pool's statistics over the run phase, the
+// cache hit ratio from indexes that implement StatsReporter, NIC
+// utilisation from the simulator's report. The runner charges no CPU time
+// of its own: indexes charge remote.Profile.CPUPerOp through their
+// clients.
 //
 // # Crashes
 //

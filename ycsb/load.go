@@ -162,7 +162,10 @@ func load(ctx context.Context, cfg Config, explicitNodes bool, gen *Generator) (
 		ph = r.phase(ctx, loadPhase, true, func(i, n int) source { return loadRange(gen, i, n) })
 	}
 	var compacted int64
-	err = ph.firstErr()
+	err = ph.unavailable() // the error that stopped every client, else the first
+	if err == nil {
+		err = ph.firstErr()
+	}
 	if err == nil && cfg.Compact && ctx.Err() == nil {
 		compacted, err = r.compact(ctx)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -265,11 +266,15 @@ type runner struct {
 // measurements of the run phase. Only completed operations count towards
 // throughput (an operation that returned an error is counted in
 // Result.Errors instead, one stopped by crash injection in
-// CrashResult.CrashedOps). A load-phase error aborts the run. In ModeSim
-// every client is a simulated thread and every time is virtual: the same
-// Config gives the same Result. Run first checks cfg as Validate does and
-// allocates nothing if it fails (ErrTooLarge, ErrTooLong,
-// index.ErrKeyTooLong, index.ErrValueTooLarge).
+// CrashResult.CrashedOps). A load-phase error aborts the run, and so does
+// an operation of any phase that fails with remote.ErrUnavailable: a
+// memory node is gone, so every client of the phase stops and Run returns
+// that error, naming the phase and the operation, instead of a Result in
+// which every later operation failed. In ModeSim every client is a
+// simulated thread and every time is virtual: the same Config gives the
+// same Result. Run first checks cfg as Validate does and allocates nothing
+// if it fails (ErrTooLarge, ErrTooLong, index.ErrKeyTooLong,
+// index.ErrValueTooLarge).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	explicitNodes := cfg.NodeBytes != 0
 	cfg, err := cfg.normalized()
@@ -322,6 +327,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if err := warm.unavailable(); err != nil {
+			return nil, fmt.Errorf("ycsb: warm-up phase: %w", err)
+		}
 	}
 
 	// Run phase.
@@ -332,7 +340,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.RunTrace != nil {
 		src = func(i, n int) source { return slice(cfg.RunTrace, i, n) }
 	}
-	m, err := r.measure(ctx, src)
+	m, err := r.measure(ctx, "run", src)
 	if err != nil {
 		return nil, err
 	}
@@ -354,9 +362,10 @@ type measured struct {
 	crashes       uint64
 }
 
-// measure runs the measured phase of src, under crash injection if the
-// run asks for it.
-func (r *runner) measure(ctx context.Context, src func(i, n int) source) (measured, error) {
+// measure runs the measured phase of src (what: "run" or "load"), under
+// crash injection if the run asks for it. A phase stopped by an
+// unavailable memory node is an error.
+func (r *runner) measure(ctx context.Context, what string, src func(i, n int) source) (measured, error) {
 	m := measured{before: r.snapshot()}
 	if r.cfg.CrashRate > 0 {
 		r.pool.InjectCrashes(r.cfg.CrashRate, r.seed(0, 3))
@@ -367,6 +376,9 @@ func (r *runner) measure(ctx context.Context, src func(i, n int) source) (measur
 	}
 	if err := ctx.Err(); err != nil {
 		return m, err
+	}
+	if err := m.run.unavailable(); err != nil {
+		return m, fmt.Errorf("ycsb: %s phase: %w", what, err)
 	}
 	m.after = r.snapshot()
 	return m, nil
@@ -395,7 +407,7 @@ func runLoad(ctx context.Context, cfg Config, gen *Generator) (*Result, error) {
 		return nil, err
 	}
 	defer r.close()
-	m, err := r.measure(ctx, func(i, n int) source { return loadRange(gen, i, n) })
+	m, err := r.measure(ctx, "load", func(i, n int) source { return loadRange(gen, i, n) })
 	if err != nil {
 		return nil, err
 	}
@@ -613,6 +625,7 @@ type clientStats struct {
 	appBytes          int64 // key and value bytes handed to or returned to the application
 	end               time.Duration
 	err               error // the client's first error
+	gone              error // the error (remote.ErrUnavailable) that stopped the phase, if this client saw it
 }
 
 // firstErr returns the error of the lowest-numbered client that failed.
@@ -620,6 +633,17 @@ func (p *phase) firstErr() error {
 	for i := range p.clients {
 		if p.clients[i].err != nil {
 			return p.clients[i].err
+		}
+	}
+	return nil
+}
+
+// unavailable returns the error of the lowest-numbered client that stopped
+// the phase because a memory node was unavailable, or nil.
+func (p *phase) unavailable() error {
+	for i := range p.clients {
+		if p.clients[i].gone != nil {
+			return p.clients[i].gone
 		}
 	}
 	return nil
@@ -667,7 +691,9 @@ func (h *histSet) record(k OpKind, st opStatus, d time.Duration, overall bool) {
 
 // phase runs phase number ph (loadPhase, warmPhase or runPhase): every
 // client, started with Pool.Go, executes the operations of its source,
-// until the context is cancelled or, with abort set, its first error.
+// until the context is cancelled, an operation of any client fails with
+// remote.ErrUnavailable (a memory node is gone: every client stops; see
+// phase.unavailable) or, with abort set, its first error.
 func (r *runner) phase(ctx context.Context, ph int, abort bool, src func(i, n int) source) phase {
 	cns, k := r.cfg.ComputeNodes, r.cfg.ClientsPerCN
 	n := cns * k
@@ -676,13 +702,14 @@ func (r *runner) phase(ctx context.Context, ph int, abort bool, src func(i, n in
 		p.hists[i] = new(histSet)
 	}
 	p.start = r.pool.Now()
+	var gone atomic.Bool
 	for i := range n {
 		s := src(i, n)
 		c := &p.clients[i]
 		ix, hs := r.idx[i/k], p.hists[i/k]
 		w := newWriter(ph, i, n)
 		r.hist.add(w)
-		r.pool.Go(func() { r.client(ctx, ix, hs, s, c, w, abort) })
+		r.pool.Go(func() { r.client(ctx, ix, hs, s, c, w, abort, &gone) })
 	}
 	r.pool.Wait()
 	for i := range p.clients {
@@ -695,12 +722,15 @@ func (r *runner) phase(ctx context.Context, ph int, abort bool, src func(i, n in
 // client runs one client's operations, its writes numbered by w.
 // Latencies are read from the pool's clock, which in the simulator is the
 // running client's virtual time. With abort set the client stops at its
-// first error (an operation stopped by crash injection is not one).
-func (r *runner) client(ctx context.Context, ix index.Index, hs *histSet, s source, c *clientStats, w *writer, abort bool) {
+// first error (an operation stopped by crash injection is not one). An
+// error wrapping remote.ErrUnavailable sets gone and stops every client of
+// the phase: a memory node is gone, and a phase whose operations all fail
+// measures nothing.
+func (r *runner) client(ctx context.Context, ix index.Index, hs *histSet, s source, c *clientStats, w *writer, abort bool, gone *atomic.Bool) {
 	value := make([]byte, r.cfg.ValueSize)
 	var pending int64
 loop:
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && !gone.Load() {
 		op, ok := s.next()
 		if !ok {
 			break
@@ -716,6 +746,11 @@ loop:
 			c.errors++
 			if c.err == nil {
 				c.err = fmt.Errorf("%v %s: %w", op.Kind, quoteKey(op.Key), err)
+			}
+			if errors.Is(err, remote.ErrUnavailable) {
+				c.gone = fmt.Errorf("%v %s: %w", op.Kind, quoteKey(op.Key), err)
+				gone.Store(true)
+				break loop
 			}
 			if abort {
 				break loop

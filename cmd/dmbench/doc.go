@@ -35,7 +35,10 @@
 // available memory, and runs whose minimum runtime exceeds --max-runtime
 // (24h by default) fail with the estimate and the limit. A command whose
 // operations failed prints its results and exits with status 1, naming the
-// first failure; a flag error exits with status 2.
+// first failure; a run whose memory node went away (an operation failed
+// with remote.ErrUnavailable) stops that phase at once and exits with
+// status 1 and that error, without results; a flag error exits with
+// status 2.
 //
 // `dmbench run --json` prints one object with the fields of ycsb.Result:
 // index, workload, mode, records, ops, mns, cns, clients (per compute
