@@ -123,8 +123,6 @@ func (s *session) scanner(lo, hi []byte, desc bool, limit int) *scanner {
 		sc.hiBuf = append(sc.hiBuf[:0], hi...)
 		sc.hi = sc.hiBuf[:len(hi):len(hi)]
 	}
-	o := &s.t.opts
-	sc.small = !o.Reclaim && !o.PaperNodes && !o.LockedInternal && o.CacheBytes >= 0
 	if limit == 0 {
 		sc.expect = s.scanHint
 	}
@@ -254,12 +252,6 @@ type scanner struct {
 	// the caller owns its bounds and the pairs yielded, and may change
 	// them while the scan goes on.
 	loBuf, hiBuf, lastBuf []byte
-	// small: the tree lets a scan take full small nodes from the cache
-	// (fromSmall); parent and parentEntry remember the cache entry last
-	// found for the node at parent (nil: none).
-	small       bool
-	parent      remote.Addr
-	parentEntry *artcache.Entry
 	// The entries' paths and pairs (entry.pathOff, entry.pairOff), and
 	// the buffers compact moves them to; kept is how many bytes of each
 	// the last compaction kept.
@@ -485,12 +477,8 @@ func (sc *scanner) round(ctx context.Context) error {
 		k := 0
 		if e.spill > 0 {
 			k = sc.expand(i)
-		} else if !sc.noCache && !e.cur.sl.isLeaf() {
-			if e.cur.sl.nodeType() == node256 {
-				k = sc.fromCache(i)
-			} else if sc.small && !e.snap && e.cur.sl.nodeType() == node2 {
-				k = sc.fromSmall(i)
-			}
+		} else if !sc.noCache && !e.cur.sl.isLeaf() && e.cur.sl.nodeType() == node256 {
+			k = sc.fromCache(i)
 		}
 		if k > 0 {
 			// The entries selected so far move up by what replaced entry i.
@@ -660,13 +648,7 @@ func readSize(sl slot) int {
 // next round.
 func (sc *scanner) leaf(ctx context.Context, e *entry, buf []byte) (bool, error) {
 	v, st := sc.s.t.lf.parse(buf, e.cur.sl.leafClass())
-	// A slot value from a cached snapshot (fromSmall), older than the
-	// scan, counts only if the leaf is valid and points back at the slot,
-	// as for a point operation's cached slot (session.stale); otherwise
-	// the slot is read.
-	stale := e.snap && (st != leafOK || v.rev != e.cur.addr)
 	switch {
-	case stale:
 	case st == leafOK && !sc.s.reused(e.cur, v.birth):
 		if !e.inside && !sc.inRange(v.key) {
 			return false, nil
@@ -691,11 +673,6 @@ func (sc *scanner) leaf(ctx context.Context, e *entry, buf []byte) (bool, error)
 	if slot(w).isFrozen() {
 		return false, sc.s.movingRestart(ctx, cursor{}, e.cur.node)
 	}
-	if slot(w).addr() == e.cur.sl.addr() && stale {
-		// Read the leaf again, now through the slot read here.
-		e.snap = false
-		return true, sc.retry(e)
-	}
 	if slot(w).addr() == e.cur.sl.addr() {
 		if sc.s.t.opts.Reclaim && !e.cur.confirmed {
 			// With reclamation the content counts only if read after a
@@ -709,7 +686,7 @@ func (sc *scanner) leaf(ctx context.Context, e *entry, buf []byte) (bool, error)
 		e.readyWith(sc, v)
 		return true, nil
 	}
-	e.cur.sl, e.snap = slot(w), false
+	e.cur.sl = slot(w)
 	if !e.cur.sl.isChild() {
 		return false, nil // deleted
 	}
@@ -971,88 +948,6 @@ func (sc *scanner) fromCache(i int) int {
 	rest := entry{cur: e.cur, snap: true}
 	sc.setPath(&rest, sc.tmp)
 	return sc.replace(i, sc.children(next, rest, sc.snap, order[:k]))
-}
-
-// fromSmall replaces the frontier's entry i, the slot of a small node read
-// during the scan, by the node's children as the compute node's cache last
-// saw them, without reading the node, when the snapshot shows the node full:
-// every slot of its type holds a child (no empty slot, no tombstone, none
-// frozen). round asks it for NODE_2s only: a NODE_4 starts with two children
-// (splitType) and larger nodes are seldom full, so asking the cache for them
-// cost more than the READs it saved. A node never gains a slot in place
-// (only PaperNodes switch types in place), a slot never becomes empty again
-// and keeps its partial key (I1), and a full node takes a new partial key
-// only by moving to a node of a larger type, which a new slot value in its
-// parent publishes; the parent's slot was read during the scan and named
-// this node, so the node had exactly these partial keys then, and a child
-// under another is not present for the whole scan. The snapshot is kept only
-// for a node without a compressed path (in its parent's entry, or in an
-// entry of its own under the prefix its slot implies), so the children's
-// path is the slot's path and partial key. What each child's slot holds may
-// have changed since the snapshot, as for any frontier value and more: a
-// leaf counts only if it points back at its slot (leaf), a node is checked
-// as one from fromCache is. Not with Options.Reclaim, where a leaf a stale
-// slot value names may be a later life (docs/smart-protocol.md, "A full
-// NODE_2 from the cache"). It returns how many entries replace entry i, 0 if
-// the cache cannot stand in for the READ.
-func (sc *scanner) fromSmall(i int) int {
-	e := &sc.front[i]
-	n := e.cur.sl.nodeType().capacity()
-	words := sc.smallSnapshot(e)
-	if len(words) != n {
-		return 0
-	}
-	for _, w := range words {
-		if sl := slot(w); !sl.isChild() || sl.isFrozen() {
-			return 0
-		}
-	}
-	sc.tmp = append(append(sc.tmp[:0], sc.path(e)...), e.cur.sl.partial())
-	if !sc.overlaps(sc.tmp) {
-		return 0
-	}
-	sc.snap = grow(sc.snap, 8*n)
-	slots := sc.snap[:8*n]
-	for j, w := range words {
-		binary.LittleEndian.PutUint64(slots[8*j:], w)
-	}
-	first, last := sc.childBounds(sc.tmp)
-	var order [256]uint8
-	k, _ := childOrder(slots, first, last, sc.desc, &order)
-	if k == 0 {
-		return 0
-	}
-	rest := entry{cur: e.cur, snap: true}
-	sc.setPath(&rest, sc.tmp)
-	return sc.replace(i, sc.children(sc.next[:0], rest, slots, order[:k]))
-}
-
-// smallSnapshot returns the slot words the cache holds for the node that
-// e's slot names: in the entry of the node holding the slot
-// (artcache.Entry.WithChild), if that entry shows the slot naming the same
-// node, else in an entry of the node's own under the prefix the slot
-// implies; nil if neither.
-func (sc *scanner) smallSnapshot(e *entry) []uint64 {
-	c, node := sc.s.t.cache, e.cur.sl.addr()
-	if sc.parent != e.cur.node {
-		sc.parent, sc.parentEntry = e.cur.node, nil
-		if p, ok := c.Get(sc.path(e)); ok && remote.Addr(p.Addr) == e.cur.node {
-			sc.parentEntry = p
-		}
-	}
-	if p := sc.parentEntry; p != nil {
-		idx := int(e.cur.addr-nodeSlotAddr(e.cur.node, 0)) / 8
-		if ws := p.Slots(); idx < len(ws) && slot(ws[idx]).addr() == node {
-			if kids := p.ChildSlots(idx); kids != nil {
-				return kids
-			}
-		}
-	}
-	sc.tmp = append(append(sc.tmp[:0], sc.path(e)...), e.cur.sl.partial())
-	if own, ok := c.Get(sc.tmp); ok && remote.Addr(own.Addr) == node {
-		return own.Slots()
-	}
-	return nil
 }
 
 // refresh resolves an entry whose slot value came from a cached snapshot
