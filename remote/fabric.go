@@ -148,28 +148,42 @@ func (t *fabricTransport) exec(_ context.Context, c *Client, ops []Op, _ bool) e
 }
 
 // do runs one memory node's part of a batch on slot s, dialling it first if
-// needed; a broken endpoint is closed so that the next batch redials.
+// needed; a broken endpoint is closed so that the next batch redials. The
+// node's health is the control plane's (tcpNode): while the node is down
+// a batch fails at once with ErrUnavailable, one batch at a time is let
+// through as the probe after the back-off, and a failed dial or batch
+// marks the node down, so that a memory node that stopped answering costs
+// each client one timeout, not one per batch.
 func (t *fabricTransport) do(s *fabricConn, mn int, ops []fabric.Op) error {
+	node := t.nodes[mn]
+	probe, err := node.admit()
+	if err != nil {
+		return err
+	}
 	s.mu.Lock()
 	conn := s.conn
 	if conn == nil {
-		var err error
 		conn, err = fabric.Dial(fabric.DialConfig{Provider: t.eps[mn].Provider, Addr: t.eps[mn].Addr,
 			Timeout: t.fcfg.DialTimeout, BatchTimeout: t.fcfg.Timeout})
 		if err != nil {
 			s.mu.Unlock()
-			return fmt.Errorf("%w: memory node %d fabric endpoint %s: %v", ErrUnavailable, mn, t.eps[mn].Addr, err)
+			err = fmt.Errorf("%w: memory node %d fabric endpoint %s: %v", ErrUnavailable, mn, t.eps[mn].Addr, err)
+			t.nodeFailed(node, probe, err)
+			return err
 		}
 		s.conn = conn
 	}
 	s.mu.Unlock()
-	err := conn.Do(ops)
+	err = conn.Do(ops)
 	switch {
 	case err == nil:
+		node.connected(probe)
 		return nil
 	case errors.Is(err, fabric.ErrAccess):
+		node.connected(probe)
 		return fmt.Errorf("%w: memory node %d: %v", ErrOutOfBounds, mn, err)
 	case errors.Is(err, fabric.ErrInvalid):
+		node.connected(probe)
 		return fmt.Errorf("%w: memory node %d: %v", ErrBadRequest, mn, err)
 	}
 	s.mu.Lock()
@@ -178,7 +192,9 @@ func (t *fabricTransport) do(s *fabricConn, mn int, ops []fabric.Op) error {
 		conn.Close()
 	}
 	s.mu.Unlock()
-	return fmt.Errorf("%w: memory node %d: %v", ErrUnavailable, mn, err)
+	err = fmt.Errorf("%w: memory node %d: %v", ErrUnavailable, mn, err)
+	t.nodeFailed(node, probe, err)
+	return err
 }
 
 func (t *fabricTransport) report() Report {

@@ -183,6 +183,7 @@ func (nd *Node) Stop() {
 	default:
 	}
 	nd.cmd.Process.Signal(syscall.SIGTERM)
+	nd.cmd.Process.Signal(syscall.SIGCONT) // a paused process (Pause) takes it once continued
 	select {
 	case <-nd.done:
 		if !nd.cmd.ProcessState.Success() {
@@ -193,6 +194,15 @@ func (nd *Node) Stop() {
 		nd.t.Errorf("memnode %s ignored SIGTERM for 10 s", nd.Addr)
 	}
 }
+
+// Pause stops the process with SIGSTOP, as a memory node that stops
+// answering: the kernel still accepts connections to its port, and nothing
+// answers them. Resume continues it; Stop, which ends every test's
+// processes, continues a paused one too.
+func (nd *Node) Pause() { nd.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a process stopped by Pause.
+func (nd *Node) Resume() { nd.cmd.Process.Signal(syscall.SIGCONT) }
 
 // Restart stops the process (killing it if kill is set) and starts it again
 // on the same address, with the same file.
