@@ -36,6 +36,11 @@ type Footprint struct {
 	// MaxKeyLen and MaxValueLen are the longest key and value the index
 	// stores (0: no known limit).
 	MaxKeyLen, MaxValueLen int
+	// MaxMemoryNodes and MaxNodeBytes are the largest pool the index
+	// addresses: memory nodes and the size of each (0: no limit but the
+	// pool's, remote.MaxMemoryNodes).
+	MaxMemoryNodes int
+	MaxNodeBytes   int64
 	// RecordBytes is the memory-node bytes one record occupies, the index's
 	// structure included (0: the key and value sizes).
 	RecordBytes int64
@@ -131,6 +136,38 @@ func (cfg Config) Validate() error {
 	return n.fits(cfg.NodeBytes != 0)
 }
 
+// checkCluster checks the node and client counts of cfg before their
+// defaults are filled in: none negative (0 selects the default), at most
+// remote.MaxMemoryNodes memory nodes, and for memnode servers (ModeTCP,
+// ModeFabric) MemoryNodes 0 or the length of their address list, which it
+// then becomes.
+func (cfg *Config) checkCluster() error {
+	switch {
+	case cfg.MemoryNodes < 0 || cfg.ComputeNodes < 0 || cfg.ClientsPerCN < 0:
+		return fmt.Errorf("ycsb: negative node or client count: MemoryNodes %d, ComputeNodes %d, ClientsPerCN %d (0: the default, 1)",
+			cfg.MemoryNodes, cfg.ComputeNodes, cfg.ClientsPerCN)
+	case cfg.MemoryNodes > remote.MaxMemoryNodes:
+		return fmt.Errorf("ycsb: %d memory nodes, more than a pool addresses (%d)", cfg.MemoryNodes, remote.MaxMemoryNodes)
+	}
+	var addrs []string
+	switch cfg.Mode {
+	case ModeTCP:
+		addrs = cfg.TCP.MemoryNodes
+	case ModeFabric:
+		addrs = cfg.Fabric.MemoryNodes
+	default:
+		return nil
+	}
+	switch {
+	case len(addrs) == 0: // the pool names what is missing
+	case cfg.MemoryNodes == 0:
+		cfg.MemoryNodes = len(addrs)
+	case cfg.MemoryNodes != len(addrs):
+		return fmt.Errorf("ycsb: MemoryNodes %d, but mode %v lists %d memory nodes", cfg.MemoryNodes, cfg.Mode, len(addrs))
+	}
+	return nil
+}
+
 // indexConfig is what Open learns about the run.
 func (cfg *Config) indexConfig() IndexConfig {
 	ic := IndexConfig{Name: "ycsb", KeySize: cfg.Keys.MaxLen(), ValueSize: cfg.ValueSize,
@@ -158,6 +195,8 @@ func (cfg *Config) fits(explicitNodes bool) error {
 		return fmt.Errorf("%w: keys of %d bytes, %s stores at most %d", index.ErrKeyTooLong, ic.KeySize, cfg.Index, fp.MaxKeyLen)
 	case fp.MaxValueLen > 0 && cfg.ValueSize > fp.MaxValueLen:
 		return fmt.Errorf("%w: values of %d bytes, %s stores at most %d", index.ErrValueTooLarge, cfg.ValueSize, cfg.Index, fp.MaxValueLen)
+	case fp.MaxMemoryNodes > 0 && cfg.MemoryNodes > fp.MaxMemoryNodes:
+		return fmt.Errorf("ycsb: %d memory nodes, %s addresses at most %d", cfg.MemoryNodes, cfg.Index, fp.MaxMemoryNodes)
 	}
 	est := cfg.estimate(ic)
 	if cfg.MemoryLimit >= 0 {
@@ -166,7 +205,9 @@ func (cfg *Config) fits(explicitNodes bool) error {
 			mem = memory{total: cfg.MemoryLimit, available: cfg.MemoryLimit, source: "the run's MemoryLimit"}
 		}
 		nodes := float64(cfg.MemoryNodes) * float64(cfg.NodeBytes)
-		if explicitNodes && mem.total > 0 && nodes > float64(mem.total) {
+		// Memnode servers' memory is on their hosts, not this one.
+		remoteHosts := cfg.Mode == ModeTCP || cfg.Mode == ModeFabric
+		if explicitNodes && !remoteHosts && mem.total > 0 && nodes > float64(mem.total) {
 			return fmt.Errorf("%w: memory nodes of %d × %s = %s exceed the %s of physical memory (%s)", ErrTooLarge,
 				cfg.MemoryNodes, bytesText(float64(cfg.NodeBytes)), bytesText(nodes), bytesText(float64(mem.total)), mem.source)
 		}
@@ -182,7 +223,11 @@ func (cfg *Config) fits(explicitNodes bool) error {
 				bytesText(float64(est.ClientBytes)), check, bytesText(float64(mem.available)), mem.source)
 		}
 	}
-	if nodes := float64(cfg.MemoryNodes) * float64(cfg.NodeBytes); explicitNodes && float64(est.RemoteBytes) > nodes {
+	if explicitNodes && fp.MaxNodeBytes > 0 && cfg.NodeBytes > fp.MaxNodeBytes {
+		return fmt.Errorf("ycsb: memory nodes of %s, %s addresses at most %s each", bytesText(float64(cfg.NodeBytes)), cfg.Index, bytesText(float64(fp.MaxNodeBytes)))
+	}
+	// (Shm's MemoryNodes 0 is the nodes its directory holds, unknown here.)
+	if nodes := float64(cfg.MemoryNodes) * float64(cfg.NodeBytes); explicitNodes && cfg.MemoryNodes > 0 && float64(est.RemoteBytes) > nodes {
 		return fmt.Errorf("ycsb: %w: the run's %d records need about %s on the memory nodes, more than their %d × %s",
 			remote.ErrOutOfMemory, est.Records, bytesText(float64(est.RemoteBytes)), cfg.MemoryNodes, bytesText(float64(cfg.NodeBytes)))
 	}

@@ -46,11 +46,39 @@ func TestValidateRejects(t *testing.T) {
 			ycsb.ErrTooLong, "its 10006000 operations take at least"}, // load, warm-up (2 CNs) and run
 		{"more operations than a day allows", func(c *ycsb.Config) { c.Ops = 100_000_000_000 },
 			ycsb.ErrTooLong, "more than the limit of 24h0m0s"},
+		{"NaN weight", func(c *ycsb.Config) { c.Workload.Read = math.NaN() },
+			nil, `workload "a": proportions must be finite (read NaN, update 0.5`},
+		{"infinite weight", func(c *ycsb.Config) { c.Workload.Update = math.Inf(1) },
+			nil, `workload "a": proportions must be finite`},
+		{"NaN Zipfian constant", func(c *ycsb.Config) { c.Workload.ZipfTheta = math.NaN() },
+			nil, `workload "a": Zipfian constant NaN`},
+		{"negative weight", func(c *ycsb.Config) { c.Workload.Read = -1 },
+			nil, `workload "a": proportions must be non-negative`},
+		{"negative compute nodes", func(c *ycsb.Config) { c.ComputeNodes = -1 },
+			nil, "negative node or client count: MemoryNodes 2, ComputeNodes -1, ClientsPerCN 3"},
+		{"negative clients", func(c *ycsb.Config) { c.ClientsPerCN = -3 }, nil, "ClientsPerCN -3"},
+		{"negative memory nodes", func(c *ycsb.Config) { c.MemoryNodes = -2 }, nil, "MemoryNodes -2"},
+		{"more memory nodes than a pool addresses", func(c *ycsb.Config) { c.MemoryNodes, c.NodeBytes = remote.MaxMemoryNodes+1, 0 },
+			nil, "65537 memory nodes, more than a pool addresses (65536)"},
+		{"more memory nodes than the index addresses", func(c *ycsb.Config) {
+			c.MemoryNodes, c.Footprint = 3, func(ycsb.IndexConfig) ycsb.Footprint { return ycsb.Footprint{MaxMemoryNodes: 2} }
+		}, nil, "3 memory nodes, mem addresses at most 2"},
+		{"larger memory nodes than the index addresses", func(c *ycsb.Config) {
+			c.Footprint = func(ycsb.IndexConfig) ycsb.Footprint { return ycsb.Footprint{MaxNodeBytes: 32 << 20} }
+		}, nil, "memory nodes of 64.0 MiB, mem addresses at most 32.0 MiB each"},
+		{"memnode servers other than MemoryNodes", func(c *ycsb.Config) {
+			c.Mode, c.TCP = ycsb.ModeTCP, remote.TCPConfig{MemoryNodes: []string{"127.0.0.1:1"}}
+		}, nil, "MemoryNodes 2, but mode tcp lists 1 memory nodes"},
+		{"records beyond the memnode servers", func(c *ycsb.Config) {
+			c.Mode, c.MemoryNodes, c.TCP = ycsb.ModeTCP, 0, remote.TCPConfig{MemoryNodes: []string{"127.0.0.1:1"}}
+			c.Footprint, c.Records = limited, 2_000_000
+		}, remote.ErrOutOfMemory, "more than their 1 × 64.0 MiB"},
+		{"empty run trace", func(c *ycsb.Config) { c.RunTrace = []ycsb.Op{} }, nil, "the run trace has no operations"},
 	} {
 		cfg := config(t, "a", ycsb.ModeSim)
 		c.edit(&cfg)
 		err := cfg.Validate()
-		if !errors.Is(err, c.want) || !strings.Contains(fmtErr(err), c.phrase) {
+		if err == nil || c.want != nil && !errors.Is(err, c.want) || !strings.Contains(fmtErr(err), c.phrase) {
 			t.Errorf("%s: Validate = %v, want %v naming %q", c.name, err, c.want, c.phrase)
 		}
 		if _, runErr := ycsb.Run(context.Background(), cfg); fmtErr(runErr) != fmtErr(err) {
@@ -76,6 +104,26 @@ func TestValidateAccepts(t *testing.T) {
 		{"memory checks disabled", func(c *ycsb.Config) { c.Records, c.NodeBytes, c.MemoryLimit, c.MaxRuntime = 1<<40, 0, -1, -1 }},
 		{"runtime check disabled", func(c *ycsb.Config) { c.Ops, c.MaxRuntime = 1<<40, -1 }},
 		{"memory nodes sized for the run", func(c *ycsb.Config) { c.Footprint, c.Records, c.NodeBytes = limited, 1_000_000, 0 }},
+		// MemoryNodes 0 is as many as the memnode servers listed, whose
+		// NodeBytes may be given (it must match theirs); their memory is on
+		// their hosts, not this machine.
+		{"memnode servers of a given size", func(c *ycsb.Config) {
+			c.Mode, c.MemoryNodes, c.TCP = ycsb.ModeTCP, 0, remote.TCPConfig{MemoryNodes: []string{"127.0.0.1:1"}}
+			c.NodeBytes, c.Records, c.Ops = 256<<20, 200, 500
+		}},
+		{"memnode servers as many as listed", func(c *ycsb.Config) {
+			c.Mode, c.MemoryNodes, c.TCP = ycsb.ModeFabric, 2, remote.TCPConfig{}
+			c.Fabric = remote.FabricConfig{MemoryNodes: []string{"127.0.0.1:1", "127.0.0.1:2"}}
+		}},
+		{"memnode servers larger than this machine", func(c *ycsb.Config) {
+			c.Mode, c.MemoryNodes, c.TCP = ycsb.ModeTCP, 0, remote.TCPConfig{MemoryNodes: []string{"127.0.0.1:1"}}
+			c.NodeBytes, c.MemoryLimit = 1<<40, 1<<30
+		}},
+		{"the index's largest pool", func(c *ycsb.Config) {
+			c.Footprint = func(ycsb.IndexConfig) ycsb.Footprint {
+				return ycsb.Footprint{MaxMemoryNodes: 2, MaxNodeBytes: 64 << 20}
+			}
+		}},
 	} {
 		cfg := config(t, "a", ycsb.ModeSim)
 		c.edit(&cfg)

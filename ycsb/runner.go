@@ -144,11 +144,14 @@ type Config struct {
 	// LoadTrace and RunTrace, if RunTrace is set, replace the generated
 	// phases: each phase's operations are split into contiguous slices,
 	// one per client, as SMART's split_workload.py does. Records and Ops
-	// are then taken from the traces.
+	// are then taken from the traces. A RunTrace without operations (set
+	// but empty) is an error.
 	LoadTrace, RunTrace []Op
 
-	// MemoryNodes, ComputeNodes and ClientsPerCN size the cluster (default
-	// 1 each).
+	// MemoryNodes, ComputeNodes and ClientsPerCN size the cluster (0: the
+	// default, 1 each; negative counts are an error). MemoryNodes is at
+	// most remote.MaxMemoryNodes and what the index addresses
+	// (Footprint.MaxMemoryNodes).
 	MemoryNodes, ComputeNodes, ClientsPerCN int
 	// LoadClientsPerCN, if positive, is the clients per compute node of the
 	// load phase (default ClientsPerCN), so that runs at several client
@@ -165,7 +168,8 @@ type Config struct {
 	// Shm, TCP and Fabric reach the memory nodes of ModeShm, ModeTCP and
 	// ModeFabric. Their memory nodes outlive the run, so each run's index
 	// gets a name of its own there. NodeBytes and MemoryNodes must be 0 or
-	// match them.
+	// match them (with TCP and Fabric, MemoryNodes 0 is the length of their
+	// address list).
 	Shm    remote.ShmConfig
 	TCP    remote.TCPConfig
 	Fabric remote.FabricConfig
@@ -426,6 +430,9 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.Mode > ModeFabric {
 		return cfg, fmt.Errorf("ycsb: unknown mode %v", cfg.Mode)
 	}
+	if err := cfg.checkCluster(); err != nil {
+		return cfg, err
+	}
 	external := cfg.Mode >= ModeShm // memory nodes that exist outside the run
 	if !external {
 		cfg.MemoryNodes = max(cfg.MemoryNodes, 1)
@@ -437,6 +444,13 @@ func (cfg Config) normalized() (Config, error) {
 	}
 	if cfg.ValueSize < 0 || cfg.Records < 0 || cfg.Ops < 0 || cfg.NodeBytes < 0 {
 		return cfg, fmt.Errorf("ycsb: negative value size, records, ops or node bytes")
+	}
+	if cfg.RunTrace == nil {
+		if _, err := cfg.Workload.normalized(); err != nil {
+			return cfg, err
+		}
+	} else if len(cfg.RunTrace) == 0 {
+		return cfg, errors.New("ycsb: the run trace has no operations")
 	}
 	switch {
 	case !(cfg.CrashRate >= 0 && cfg.CrashRate <= MaxCrashRate): // also rejects NaN

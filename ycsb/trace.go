@@ -2,6 +2,7 @@ package ycsb
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -12,7 +13,8 @@ import (
 // "INSERT <key>", "READ <key>", "UPDATE <key>" or "SCAN <key> <len>",
 // fields separated by white space, keys in the text form of keys (see
 // KeyType.FormatKey). Blank lines are skipped. The error names the first bad
-// line. Returned keys are owned by the caller.
+// line; a trace without operations (empty, or blank lines only) is an
+// error too. Returned keys are owned by the caller.
 func ReadTrace(r io.Reader, keys KeyType) ([]Op, error) {
 	var ops []Op
 	sc := bufio.NewScanner(r)
@@ -30,6 +32,9 @@ func ReadTrace(r io.Reader, keys KeyType) ([]Op, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("ycsb: reading trace: %w", err)
+	}
+	if len(ops) == 0 {
+		return nil, errors.New("ycsb: the trace has no operations (empty, or blank lines only)")
 	}
 	return ops, nil
 }

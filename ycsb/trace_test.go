@@ -75,6 +75,13 @@ func TestTraceFormat(t *testing.T) {
 	if got := out.String(); got != "READ com.gmail@john1\nUPDATE com.gmail@john1\n" {
 		t.Errorf("read-modify-write written as %q", got)
 	}
+	// A trace without operations is an error, not a nil trace that a
+	// Config takes for none.
+	for _, empty := range []string{"", "\n", "  \n\t\n\r\n"} {
+		if ops, err := ReadTrace(strings.NewReader(empty), KeyInt); err == nil || !strings.Contains(err.Error(), "no operations") {
+			t.Errorf("ReadTrace(%q) = %d ops, %v; want an error", empty, len(ops), err)
+		}
+	}
 	for _, bad := range []string{"DELETE 1", "READ", "READ 1 2", "SCAN 1", "SCAN 1 0", "SCAN 1 x", "READ x"} {
 		if _, err := ReadTrace(strings.NewReader("READ 5\n"+bad+"\n"), KeyInt); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("ReadTrace(%q) error = %v, want one naming line 2", bad, err)

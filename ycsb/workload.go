@@ -2,6 +2,7 @@ package ycsb
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -186,6 +187,12 @@ func (w Workload) normalized() (Workload, error) {
 	}
 	sum := w.Read + w.Update + w.Insert + w.Scan + w.ReadModifyWrite
 	switch {
+	case !finite(w.Read, w.Update, w.Insert, w.Scan, w.ReadModifyWrite):
+		return w, fmt.Errorf("ycsb: workload %q: proportions must be finite (read %v, update %v, insert %v, scan %v, read-modify-write %v)",
+			w.Name, w.Read, w.Update, w.Insert, w.Scan, w.ReadModifyWrite)
+	case !finite(w.ZipfTheta, w.HotsetFraction, w.HotOpnFraction):
+		return w, fmt.Errorf("ycsb: workload %q: Zipfian constant %v and hotspot fractions %v, %v must be finite",
+			w.Name, w.ZipfTheta, w.HotsetFraction, w.HotOpnFraction)
 	case w.Read < 0 || w.Update < 0 || w.Insert < 0 || w.Scan < 0 || w.ReadModifyWrite < 0 || sum <= 0:
 		return w, fmt.Errorf("ycsb: workload %q: proportions must be non-negative with a positive sum", w.Name)
 	case w.ZipfTheta <= 0 || w.ZipfTheta == 1:
@@ -198,6 +205,16 @@ func (w Workload) normalized() (Workload, error) {
 		return w, fmt.Errorf("ycsb: workload %q: unknown distribution %v", w.Name, w.Distribution)
 	}
 	return w, nil
+}
+
+// finite reports whether every one of vs is neither NaN nor infinite.
+func finite(vs ...float64) bool {
+	for _, v := range vs {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // Generator produces the operations of one run of a workload: the load of
