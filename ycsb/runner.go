@@ -78,7 +78,8 @@ type IndexConfig struct {
 
 // Opener opens (creating on first use) the index of a run on one compute
 // node. The runner calls it once per compute node, in compute-node order,
-// inside a client started with Pool.Go, so it may issue verbs.
+// inside a client started with Pool.Go, so it may issue verbs. It returns
+// an index or an error (an Opener that returns neither fails the run).
 type Opener func(cn *remote.ComputeNode, cfg IndexConfig) (index.Index, error)
 
 // StatsReporter is implemented by indexes that keep counters (both trees
@@ -534,6 +535,10 @@ func (r *runner) open() error {
 			var ix index.Index
 			if ix, err = r.cfg.Open(r.pool.NewComputeNode(), ic); err != nil {
 				err = fmt.Errorf("ycsb: opening %s on compute node %d: %w", r.cfg.Index, i, err)
+				return
+			}
+			if ix == nil {
+				err = fmt.Errorf("ycsb: opening %s on compute node %d: the Opener returned neither an index nor an error", r.cfg.Index, i)
 				return
 			}
 			r.idx = append(r.idx, ix)

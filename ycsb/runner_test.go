@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/remote"
 	"github.com/dmindex/dmindex/ycsb"
 	"github.com/dmindex/dmindex/ycsb/ycsbtest"
 )
@@ -180,6 +182,16 @@ func TestRunErrors(t *testing.T) {
 	cfg.Records = 0
 	if _, err := ycsb.Run(context.Background(), cfg); err == nil {
 		t.Error("reads over no records accepted")
+	}
+	// An Opener that returns no index and no error is an error of the run
+	// (it was a panic in a client of the simulator).
+	for _, mode := range []ycsb.Mode{ycsb.ModeSim, ycsb.ModeLocal} {
+		cfg = config(t, "a", mode)
+		cfg.Open = func(*remote.ComputeNode, ycsb.IndexConfig) (index.Index, error) { return nil, nil }
+		if _, err := ycsb.Run(context.Background(), cfg); err == nil ||
+			!strings.Contains(err.Error(), "opening mem on compute node 0: the Opener returned neither an index nor an error") {
+			t.Errorf("%v: Run with an Opener returning (nil, nil): %v", mode, err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
