@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"time"
 
@@ -29,6 +30,7 @@ type Loaded struct {
 	snap   *remote.Snapshot // in-process modes
 	pool   *remote.Pool     // other modes: the load's pool, handed to one run
 	name   string           // the index's name in the pool
+	kind   reflect.Type     // the dynamic type of the load's indexes
 	load   phase
 	stats  remote.Stats // the pool's I/O at the end of the load phase
 	hist   *history     // the load's writes, with crash injection
@@ -176,7 +178,7 @@ func load(ctx context.Context, cfg Config, explicitNodes bool, gen *Generator) (
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	l := &Loaded{key: key, name: name, load: ph, stats: pool.Stats(), hist: r.hist, compacted: compacted}
+	l := &Loaded{key: key, name: name, kind: reflect.TypeOf(r.idx[0]), load: ph, stats: pool.Stats(), hist: r.hist, compacted: compacted}
 	l.loaded = per(l.stats.AllocBytes-l.stats.FreedBytes, cfg.Records)
 	if cfg.Mode != ModeSim && cfg.Mode != ModeLocal {
 		l.pool, keep = pool, true
@@ -186,6 +188,19 @@ func load(ctx context.Context, cfg Config, explicitNodes bool, gen *Generator) (
 		return nil, err
 	}
 	return l, nil
+}
+
+// opened checks the indexes a run from l opened against those of the load
+// (ErrLoadMismatch): an Opener of another index would run against a tree
+// it cannot see. (Openers of the same index type are not told apart.)
+func (l *Loaded) opened(idx []index.Index) error {
+	for i, ix := range idx {
+		if t := reflect.TypeOf(ix); t != l.kind {
+			return fmt.Errorf("%w: loaded by indexes of type %v, compute node %d of the run opened a %v (another Opener?)",
+				ErrLoadMismatch, l.kind, i, t)
+		}
+	}
+	return nil
 }
 
 // compact has one client of the first compute node compact the whole

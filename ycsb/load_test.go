@@ -101,6 +101,9 @@ func TestLoadErrors(t *testing.T) {
 		{"more clients", func(c *ycsb.Config) { c.ClientsPerCN++ }, ycsb.ErrLoadMismatch},
 		{"another value size", func(c *ycsb.Config) { c.ValueSize = 16 }, ycsb.ErrLoadMismatch},
 		{"strict ordering", func(c *ycsb.Config) { c.Sim.Ordering = remote.Strict }, ycsb.ErrLoadMismatch},
+		// Another Opener under the same name: its index would not see the
+		// loaded records (a run of NOT_FOUND).
+		{"another opener", func(c *ycsb.Config) { c.Open = trees["smart"] }, ycsb.ErrLoadMismatch},
 		{"crash injection", func(c *ycsb.Config) { c.CrashRate = 1000 }, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -128,7 +128,8 @@ type Config struct {
 	WarmupOps int64
 	// From, if set, is the loaded index the run starts from instead of
 	// running its own load phase: it must come from Load with the same
-	// load phase (ErrLoadMismatch) and the same Opener, and the run then
+	// load phase (ErrLoadMismatch) and the same Opener (ErrLoadMismatch if
+	// it opens indexes of another type than the load's), and the run then
 	// gives the same Result as without it. Not with traces, LoadOnly
 	// workloads or crash injection.
 	From *Loaded
@@ -320,6 +321,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer r.close()
+	if err := from.opened(r.idx); err != nil {
+		return nil, err
+	}
 
 	// Warm-up phase.
 	var warm phase
