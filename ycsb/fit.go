@@ -237,9 +237,34 @@ func (cfg *Config) fits(explicitNodes bool) error {
 	}
 	if limit > 0 && est.MinRuntime > limit {
 		return fmt.Errorf("%w: its %.0f operations take at least %v at %.0f operations/s, more than the limit of %v",
-			ErrTooLong, cfg.totalOps(), est.MinRuntime.Round(time.Minute), cfg.opRate(), limit)
+			ErrTooLong, cfg.totalOps(), RoundRuntime(est.MinRuntime), cfg.opRate(), limit)
 	}
 	return nil
+}
+
+// RoundRuntime rounds an estimated runtime up for printing, to a precision
+// that suits its size: whole minutes from an hour, whole seconds from a
+// minute, three significant digits below. Rounded up, an estimate above a
+// limit is never printed at or below it.
+func RoundRuntime(d time.Duration) time.Duration {
+	var unit time.Duration
+	switch {
+	case d <= 0:
+		return d
+	case d >= time.Hour:
+		unit = time.Minute
+	case d >= time.Minute:
+		unit = time.Second
+	default:
+		unit = 1
+		for v := d; v >= 1000; v /= 10 {
+			unit *= 10
+		}
+	}
+	if d > math.MaxInt64-unit {
+		return d
+	}
+	return (d + unit - 1) / unit * unit
 }
 
 // estimate computes the Estimate of a normalized cfg. Products are taken

@@ -203,3 +203,31 @@ func estimate(t *testing.T, cfg ycsb.Config) ycsb.Estimate {
 	}
 	return est
 }
+
+// The estimate of a run too long is printed rounded up for its size, never
+// at or below the limit it exceeds (it was rounded to minutes: "at least 0s
+// ..., more than the limit of 1ms").
+func TestRuntimeRounded(t *testing.T) {
+	cfg := config(t, "a", ycsb.ModeSim)
+	cfg.Records, cfg.Ops, cfg.MaxRuntime = 100_000, 100_000, time.Millisecond
+	want := "its 400000 operations take at least 400ms at 1000000 operations/s, more than the limit of 1ms"
+	if err := cfg.Validate(); !errors.Is(err, ycsb.ErrTooLong) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Validate = %v, want ErrTooLong naming %q", err, want)
+	}
+	for _, c := range []struct{ d, want time.Duration }{
+		{0, 0},
+		{999, 999},
+		{1001, 1010},
+		{400 * time.Millisecond, 400 * time.Millisecond},
+		{400*time.Millisecond + 1, 401 * time.Millisecond},
+		{1234567 * time.Microsecond, 1240 * time.Millisecond},
+		{59999 * time.Millisecond, time.Minute},
+		{61500 * time.Millisecond, 62 * time.Second},
+		{27*time.Hour + 46*time.Minute + 40*time.Second, 27*time.Hour + 47*time.Minute},
+		{math.MaxInt64, math.MaxInt64},
+	} {
+		if got := ycsb.RoundRuntime(c.d); got != c.want {
+			t.Errorf("RoundRuntime(%v) = %v, want %v", c.d, got, c.want)
+		}
+	}
+}

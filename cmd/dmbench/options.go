@@ -236,7 +236,7 @@ func (o *options) checkTotalRuntime(cfgs []ycsb.Config) error {
 	}
 	if total > o.maxTime {
 		return fmt.Errorf("%w: the %d runs take at least %v together, more than --max-runtime %v",
-			ycsb.ErrTooLong, len(cfgs), total.Round(time.Minute), o.maxTime)
+			ycsb.ErrTooLong, len(cfgs), ycsb.RoundRuntime(total), o.maxTime)
 	}
 	return nil
 }

@@ -44,6 +44,12 @@ func TestRejectsRunsThatDoNotFit(t *testing.T) {
 		{[]string{"run", "--index", "sherman", "--cns", "1000", "--clients", "1000"}, ycsb.ErrTooLarge, "1000 compute nodes × "},
 		{[]string{"run", "--warmup-ops", "-2"}, nil, "--warmup-ops -2: want -1 (none), 0 (the default) or a count"},
 		{[]string{"run", "--ops", "100000000000"}, ycsb.ErrTooLong, "more than the limit of 24h0m0s; lower --records or --ops, or raise --max-runtime"},
+		// The estimate is never printed below the limit (it was rounded to
+		// minutes: "at least 0s").
+		{[]string{"run", "--records", "100000", "--ops", "100000", "--max-runtime", "1ms"}, ycsb.ErrTooLong,
+			"its 600000 operations take at least 600ms at 1000000 operations/s, more than the limit of 1ms"},
+		{[]string{"compare", "--indexes", "mem,mem2", "--workloads", "a,c", "--clients", "1", "--records", "100000", "--ops", "100000",
+			"--max-runtime", "1s"}, ycsb.ErrTooLong, "the 4 runs take at least 2.4s together, more than --max-runtime 1s"},
 		{[]string{"compare", "--workloads", "a,c", "--ops", "20000000000"}, ycsb.ErrTooLong, "the 12 runs take at least"},
 		{[]string{"factor", "--ops", "10000000000"}, ycsb.ErrTooLong, "the 44 runs take at least"},
 		{[]string{"amplification", "--ops", "30000000000"}, ycsb.ErrTooLong, "the 4 runs take at least"},
