@@ -22,10 +22,12 @@
 // The workload and cluster flags are shared: --workload load|a|b|c|d|e|f|la
 // (or N-: N% insert, the rest reads, latest), --keys int|email, --records
 // N, --ops N, --value-size B, --mns M, --cns C, --clients K (per compute
-// node), --cache-mb X (per compute node), --mode sim|local, --nic cx6,
-// --ordering inorder|strict (sim only), --zipf θ (0 < θ < 1), --seed S,
-// --max-runtime D. In sim mode the same flags give the same output, byte
-// for byte.
+// node), --cache-mb X (per compute node), --mode sim|local|shm|tcp|fabric,
+// --nic cx6, --ordering inorder|strict (sim only), --zipf θ (0 < θ < 1),
+// --seed S, --max-runtime D. With --mode tcp or fabric the memory nodes are
+// the memnode servers of --memnodes: --mns, if given, must count them, and
+// --mn-mb, if given, must be their size. In sim mode the same flags give the
+// same output, byte for byte.
 //
 // Every run is checked before anything is allocated (ycsb.Config.Validate):
 // a value or key longer than the index stores, memory nodes larger than the

@@ -9,7 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/dmindex/dmindex/internal/memnodetest"
 	"github.com/dmindex/dmindex/smart"
 	"github.com/dmindex/dmindex/ycsb"
 	"github.com/dmindex/dmindex/ycsb/ycsbtest"
@@ -300,5 +302,34 @@ func TestWarmupKeys(t *testing.T) {
 	}
 	if _, err := exec(t, runArgs("--warmup-keys", "960", "--warmup-ops", "5")...); err == nil {
 		t.Error("--warmup-keys with --warmup-ops accepted")
+	}
+}
+
+// In tcp mode --mn-mb may state the memnode servers' size (it was refused:
+// "more than their 0 × 64.0 MiB") and --mns their count, which the result
+// reports; a --mns other than the servers listed is refused. The server
+// runs on 127.0.0.1 and is stopped by pid when the test ends.
+func TestRunOnMemnode(t *testing.T) {
+	nodes := memnodetest.Start(t, 1, memnodetest.Options{Bytes: 64 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	base := []string{"run", "--index", "smart", "--mode", "tcp", "--memnodes", nodes[0].Addr, "--token", memnodetest.Token,
+		"--records", "200", "--ops", "500", "--cns", "1", "--clients", "2", "--json"}
+	for _, extra := range [][]string{{"--mn-mb", "64"}, {"--mns", "1"}, nil} {
+		var out, errOut bytes.Buffer
+		if err := dmbench(ctx, append(base, extra...), &out, &errOut); err != nil {
+			t.Fatalf("dmbench run --mode tcp %v: %v\n%s", extra, err, errOut.String())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
+			t.Fatalf("%v: %v\n%s", extra, err, out.String())
+		}
+		if m["mns"] != 1.0 || m["completed"] != 500.0 || m["errors"] != 0.0 {
+			t.Errorf("%v: mns %v, completed %v, errors %v", extra, m["mns"], m["completed"], m["errors"])
+		}
+	}
+	var out, errOut bytes.Buffer
+	if err := dmbench(ctx, append(base, "--mns", "3"), &out, &errOut); err == nil || !strings.Contains(err.Error(), "--mns 3, but --memnodes lists 1") {
+		t.Errorf("--mns 3 with one memnode server: %v", err)
 	}
 }

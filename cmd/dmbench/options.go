@@ -44,6 +44,8 @@ type options struct {
 	maxTime     time.Duration
 	crashRate   float64 // run only (registerCrash)
 	compact     bool
+
+	fs *flag.FlagSet // the flag set registered on, for the flags given
 }
 
 // defaultOptions are the defaults of run and compare: a few seconds of
@@ -65,6 +67,7 @@ var memoryLimit int64
 const maxMB = 1 << 40
 
 func (o *options) register(fs *flag.FlagSet) {
+	o.fs = fs
 	fs.StringVar(&o.keys, "keys", o.keys, "key type: int (8-byte big-endian) or email (at most 32 bytes)")
 	fs.Int64Var(&o.records, "records", o.records, "records loaded before the run phase")
 	fs.Int64Var(&o.ops, "ops", o.ops, "operations of the run phase, split over all clients")
@@ -117,8 +120,8 @@ func (o *options) check() error {
 		return fmt.Errorf("--mn-mb %d: want 0 (enough for the run) up to %d", o.mnMB, int64(maxMB))
 	case !(o.cacheMB >= 0 && o.cacheMB <= maxMB): // also rejects NaN
 		return fmt.Errorf("--cache-mb %v: want 0 (no cache) up to %d", o.cacheMB, int64(maxMB))
-	case o.mode == "local" && o.ordering == "strict":
-		return fmt.Errorf("--ordering %s applies to --mode sim only: local mode runs on real memory", o.ordering)
+	case o.mode != "sim" && o.ordering == "strict":
+		return fmt.Errorf("--ordering %s applies to --mode sim only: %s mode runs on real memory", o.ordering, o.mode)
 	case o.maxTime < 0:
 		return fmt.Errorf("--max-runtime must not be negative (0: no limit)")
 	case !(o.crashRate >= 0 && o.crashRate <= ycsb.MaxCrashRate): // also rejects NaN
@@ -203,18 +206,28 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 		Fabric:     remote.FabricConfig{MemoryNodes: o.memnodeList(), Token: o.token, Provider: o.provider},
 		MaxRuntime: maxTime, MemoryLimit: memoryLimit, CrashRate: o.crashRate,
 	}
-	return cfg, withHint(cfg.Validate())
+	return cfg, o.withHint(cfg.Validate())
 }
 
 // withHint adds to an error of ycsb's checks the flags that change the
 // outcome.
-func withHint(err error) error {
+func (o *options) withHint(err error) error {
 	switch {
 	case errors.Is(err, ycsb.ErrTooLarge):
 		return fmt.Errorf("%w; lower --records, --ops, --value-size, --cns, --clients or --mn-mb", err)
 	case errors.Is(err, ycsb.ErrTooLong):
 		return fmt.Errorf("%w; lower --records or --ops, or raise --max-runtime", err)
 	case errors.Is(err, remote.ErrOutOfMemory):
+		switch o.mode {
+		case "tcp", "fabric":
+			// The memory is the memnode servers' --bytes, and every run
+			// leaves its index on them.
+			return fmt.Errorf("%w; the memory nodes are the memnode servers' (their --bytes), which keep the index of every earlier run "+
+				"until they restart: restart them with a larger --bytes (or a new --file), and give --mn-mb as their size or omit it", err)
+		case "shm":
+			return fmt.Errorf("%w; the memory nodes are the files of --shm-dir, which keep the index of every earlier run: "+
+				"use a new --shm-dir (or remove its files) with a larger --mn-mb, or omit --mn-mb", err)
+		}
 		return fmt.Errorf("%w; raise --mn-mb, or omit it to size the memory nodes for the run", err)
 	}
 	return err
@@ -256,8 +269,20 @@ func (o *options) checkTransport(mode ycsb.Mode) error {
 		return fmt.Errorf("--memnodes and --token are only for --mode tcp and fabric")
 	case mode != ycsb.ModeFabric && o.provider != "":
 		return fmt.Errorf("--provider is only for --mode fabric")
+	case net && o.isSet("mns") && o.mns != len(o.memnodeList()):
+		return fmt.Errorf("--mns %d, but --memnodes lists %d memory nodes (with --mode %v, omit --mns: the memory nodes are those listed)",
+			o.mns, len(o.memnodeList()), mode)
 	}
 	return nil
+}
+
+// isSet reports whether flag name was given on the command line.
+func (o *options) isSet(name string) bool {
+	set := false
+	if o.fs != nil {
+		o.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	}
+	return set
 }
 
 // memnodeList splits --memnodes.

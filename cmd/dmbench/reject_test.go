@@ -54,6 +54,13 @@ func TestRejectsRunsThatDoNotFit(t *testing.T) {
 		{[]string{"factor", "--ops", "10000000000"}, ycsb.ErrTooLong, "the 44 runs take at least"},
 		{[]string{"amplification", "--ops", "30000000000"}, ycsb.ErrTooLong, "the 4 runs take at least"},
 		{[]string{"run", "--index", "mem", "--mn-mb", "32", "--records", "100000000"}, remote.ErrOutOfMemory, "raise --mn-mb"},
+		// The memory of memnode servers is their --bytes, and earlier runs'
+		// indexes stay on them: --mn-mb cannot raise it.
+		{[]string{"run", "--index", "mem", "--mode", "tcp", "--memnodes", "127.0.0.1:1", "--mn-mb", "32", "--records", "100000000"},
+			remote.ErrOutOfMemory, "more than their 1 × 32.0 MiB; the memory nodes are the memnode servers' (their --bytes), " +
+				"which keep the index of every earlier run until they restart: restart them with a larger --bytes"},
+		{[]string{"run", "--index", "mem", "--mode", "shm", "--shm-dir", "/nonexistent", "--mns", "1", "--mn-mb", "32", "--records", "100000000"},
+			remote.ErrOutOfMemory, "the memory nodes are the files of --shm-dir"},
 	} {
 		err := reject(t, c.args...)
 		if err == nil || c.want != nil && !errors.Is(err, c.want) || !strings.Contains(err.Error(), c.phrase) {
@@ -71,6 +78,11 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"run", "--cache-mb", "-1"}, "--cache-mb -1: want 0 (no cache) up to"},
 		{[]string{"run", "--cache-mb", "NaN"}, "--cache-mb NaN"},
 		{[]string{"run", "--ordering", "strict", "--mode", "local"}, "--ordering strict applies to --mode sim only"},
+		// Flags that other modes dropped silently.
+		{[]string{"run", "--ordering", "strict", "--mode", "shm", "--shm-dir", "/nonexistent"}, "--ordering strict applies to --mode sim only: shm mode"},
+		{[]string{"run", "--ordering", "strict", "--mode", "tcp", "--memnodes", "127.0.0.1:1"}, "--ordering strict applies to --mode sim only: tcp mode"},
+		{[]string{"run", "--mns", "3", "--mode", "tcp", "--memnodes", "127.0.0.1:1"}, "--mns 3, but --memnodes lists 1 memory nodes"},
+		{[]string{"compare", "--mns", "1", "--mode", "fabric", "--memnodes", "127.0.0.1:1,127.0.0.1:2"}, "--mns 1, but --memnodes lists 2 memory nodes"},
 		{[]string{"compare", "--indexes", "smart,smart"}, `--indexes lists "smart" twice`},
 		{[]string{"compare", "--indexes", " , "}, "--indexes is empty"},
 		{[]string{"compare", "--workloads", "a,c,a"}, `--workloads lists "a" twice`},

@@ -51,7 +51,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	res, err := ycsb.Run(ctx, cfg)
 	bar.finish()
 	if err != nil {
-		return withHint(err)
+		return o.withHint(err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
