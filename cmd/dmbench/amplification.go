@@ -44,7 +44,7 @@ func amplificationCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 	o.keys, o.valueSize = "email", 64 // Table 4.1's 32-byte keys and 96-byte objects
 	o.records, o.ops, o.cns = 50_000, 20_000, 1
 	fs := newFlagSet("amplification", "Measures bytes moved per byte returned for reads and writes (the paper's Table 4.1).")
-	idxList := fs.String("indexes", "smart,sherman", "comma-separated indexes")
+	idxList := fs.String("indexes", "smart,sherman", "comma-separated indexes ("+indexNames(" and ")+")")
 	clients := fs.Int("clients", 1, "clients per compute node")
 	asJSON := fs.Bool("json", false, "print JSON instead of the table")
 	o.register(fs)

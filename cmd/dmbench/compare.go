@@ -43,7 +43,7 @@ type ratio struct {
 func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := defaultOptions()
 	fs := newFlagSet("compare", "Runs every index on every workload at every client count and compares them.")
-	idxList := fs.String("indexes", "smart,sherman", "comma-separated indexes; ratios are the first over the others")
+	idxList := fs.String("indexes", "smart,sherman", "comma-separated indexes ("+indexNames(" and ")+"); ratios are the first over the others")
 	wlList := fs.String("workloads", "load,a,b,c,d", "comma-separated workloads (load, a–f, la, N-)")
 	clList := fs.String("clients", "1,4,16", "comma-separated clients per compute node: one point of each curve per count")
 	out := fs.String("out", "", "directory for results.json, table.txt and the PNG and SVG plots (none if empty)")

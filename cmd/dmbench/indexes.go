@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -47,14 +48,19 @@ var indexes = map[string]index{
 func lookup(name string) (index, error) {
 	ix, ok := indexes[name]
 	if !ok {
-		names := make([]string, 0, len(indexes))
-		for n := range indexes {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		return index{}, fmt.Errorf("unknown index %q (want %s)", name, strings.Join(names, " or "))
+		return index{}, fmt.Errorf("unknown index %q (want %s)", name, indexNames(" or "))
 	}
 	return ix, nil
+}
+
+// indexNames lists the names of indexes, sorted, the last two joined by
+// last ("a, b or c").
+func indexNames(last string) string {
+	names := slices.Sorted(maps.Keys(indexes))
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + last + names[len(names)-1]
 }
 
 // smartOpener opens SMART trees with the switches of o (Figure 4.14's

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -302,6 +304,34 @@ func TestWarmupKeys(t *testing.T) {
 	}
 	if _, err := exec(t, runArgs("--warmup-keys", "960", "--warmup-ops", "5")...); err == nil {
 		t.Error("--warmup-keys with --warmup-ops accepted")
+	}
+}
+
+// run -h lists every index --index accepts, from the table the parser
+// uses.
+func TestIndexHelp(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := dmbench(context.Background(), []string{"run", "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("dmbench run -h: %v", err)
+	}
+	var help string
+	for l := range strings.Lines(errOut.String()) {
+		if strings.Contains(l, "index: ") {
+			help = l
+		}
+	}
+	for name := range indexes {
+		if !strings.Contains(help, name+",") && !strings.Contains(help, name+" ") {
+			t.Errorf("run -h does not list index %q: %q", name, help)
+		}
+		if _, err := lookup(name); err != nil {
+			t.Errorf("index %q: %v", name, err)
+		}
+	}
+	for _, want := range []string{"smart-noredo", "smart-paper", "smart-reclaim", "sherman-noredo"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("run -h lacks %q: %q", want, help)
+		}
 	}
 }
 

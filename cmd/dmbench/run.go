@@ -14,7 +14,7 @@ import (
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := defaultOptions()
 	fs := newFlagSet("run", "Runs one workload against one index and prints YCSB's text format or --json.")
-	index := fs.String("index", "smart", "index: smart or sherman")
+	index := fs.String("index", "smart", "index: "+indexNames(" or "))
 	workload := fs.String("workload", "a", "workload: load, a, b, c, d, e, f, la, or N- (N% insert, the rest reads)")
 	clients := fs.Int("clients", 8, "clients per compute node")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of YCSB's text format")
