@@ -36,6 +36,14 @@ const (
 	slotFrozen    = 1 << 63
 )
 
+// MaxMemoryNodes and MaxNodeBytes bound the pools SMART opens on: a slot
+// names its child by memory node and offset in that many of each (Open
+// refuses a larger pool).
+const (
+	MaxMemoryNodes = maxSlotMN
+	MaxNodeBytes   = maxSlotOffset
+)
+
 func (s slot) partial() byte { return byte(s) }
 func (s slot) isEmpty() bool { return s == 0 }
 func (s slot) isLeaf() bool  { return s&slotLeafBit != 0 }

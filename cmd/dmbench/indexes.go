@@ -88,6 +88,7 @@ func smartFootprint(cfg ycsb.IndexConfig) ycsb.Footprint {
 	k, v := int64(cfg.KeySize), int64(cfg.ValueSize)
 	return ycsb.Footprint{
 		MaxKeyLen: smart.MaxKeyLen, MaxValueLen: smart.MaxValueLen,
+		MaxMemoryNodes: smart.MaxMemoryNodes, MaxNodeBytes: smart.MaxNodeBytes,
 		RecordBytes:         80 + 2*k + v*9/8,
 		CacheBytes:          max(cfg.CacheBytes, 0),
 		CacheBytesPerRecord: 16 + 2*k,

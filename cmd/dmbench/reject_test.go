@@ -95,6 +95,10 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"compare", "--zipf", "-0.5"}, "--zipf -0.5: want 0 < θ < 1"},
 		{[]string{"gen", "--zipf", "5"}, "--zipf 5: want 0 < θ < 1"},
 		{[]string{"run", "--max-runtime", "-1s"}, "--max-runtime must not be negative"},
+		// The memory-node limits of the index, before anything is allocated.
+		{[]string{"run", "--mns", "257"}, "257 memory nodes, smart addresses at most 256"},
+		{[]string{"run", "--index", "smart-paper", "--mns", "300"}, "300 memory nodes, smart-paper addresses at most 256"},
+		{[]string{"run", "--index", "sherman", "--mns", "65537"}, "65537 memory nodes, more than a pool addresses (65536)"},
 		{[]string{"--ops", "5"}, `run "dmbench run --ops 5" for one run or "dmbench compare --ops 5" for a comparison`},
 		{[]string{"--indexes", "smart", "--clients", "4"}, `"dmbench compare --indexes smart --clients 4"`},
 	} {
