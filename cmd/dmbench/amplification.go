@@ -53,7 +53,7 @@ func amplificationCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	idx, err := names("indexes", *idxList)
 	if err != nil {
-		return err
+		return badUsage(err)
 	}
 	reads := ycsb.Workload{Name: "read-only", Read: 1, Distribution: ycsb.DistUniform}
 	writes := ycsb.Workload{Name: "update-only", Update: 1, Distribution: ycsb.DistUniform}
@@ -63,7 +63,7 @@ func amplificationCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 		for _, w := range []ycsb.Workload{reads, writes} {
 			cfg, err := o.config(name, w, *clients)
 			if err != nil {
-				return err
+				return badUsage(err)
 			}
 			cfgs = append(cfgs, cfg)
 			total += phaseOps(cfg)

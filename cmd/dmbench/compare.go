@@ -55,15 +55,15 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	idx, err := names("indexes", *idxList)
 	if err != nil {
-		return err
+		return badUsage(err)
 	}
 	ws, err := workloads("workloads", *wlList)
 	if err != nil {
-		return err
+		return badUsage(err)
 	}
 	clients, err := counts("clients", *clList)
 	if err != nil {
-		return err
+		return badUsage(err)
 	}
 	var cfgs []ycsb.Config
 	for _, w := range ws {
@@ -71,7 +71,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			for _, k := range clients {
 				cfg, err := o.config(name, w, k)
 				if err != nil {
-					return err
+					return badUsage(err)
 				}
 				cfgs = append(cfgs, cfg)
 			}

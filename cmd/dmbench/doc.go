@@ -35,12 +35,15 @@
 // estimated memory (records on the memory nodes, per compute node the cache,
 // RDWC or lock tables and histograms, per client its buffers) exceeds the
 // available memory, and runs whose minimum runtime exceeds --max-runtime
-// (24h by default) fail with the estimate and the limit. A command whose
-// operations failed prints its results and exits with status 1, naming the
-// first failure; a run whose memory node went away (an operation failed
-// with remote.ErrUnavailable) stops that phase at once and exits with
-// status 1 and that error, without results; a flag error exits with
-// status 2.
+// (24h by default) fail with the estimate and the limit, and exit with
+// status 1. A command whose operations failed prints its results and exits
+// with status 1, naming the first failure; a run whose memory node went away
+// (an operation failed with remote.ErrUnavailable) stops that phase at once
+// and exits with status 1 and that error, without results. An error of the
+// command line (an unknown command or flag, a flag value out of range or
+// contradicting another, an unknown index or workload, a trace file that
+// cannot be read or holds no operations, a run the index cannot hold) exits
+// with status 2; -h prints the flags and exits with status 0.
 //
 // `dmbench run --json` prints one object with the fields of ycsb.Result:
 // index, workload, mode, records, ops, mns, cns, clients (per compute

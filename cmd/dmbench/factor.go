@@ -66,7 +66,7 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	ws, err := workloads("workloads", *wlList)
 	if err != nil {
-		return err
+		return badUsage(err)
 	}
 	var series []string
 	for _, s := range factorSteps {
@@ -84,7 +84,7 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			cfg, err := o.config(index, w, *clients)
 			if err != nil {
-				return err
+				return badUsage(err)
 			}
 			if i < len(factorSteps) {
 				cfg.Index, cfg.Open = name, smartWith(factorSteps[i].opts)

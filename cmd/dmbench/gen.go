@@ -29,20 +29,20 @@ func genCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := checkZipf(*zipf); err != nil {
-		return err
+		return badUsage(err)
 	}
 	w, err := ycsb.Preset(*workload)
 	if err != nil {
-		return err
+		return badUsage(err)
 	}
 	w.ZipfTheta = *zipf
 	keys, err := ycsb.ParseKeyType(*keysFlag)
 	if err != nil {
-		return err
+		return badUsage(err)
 	}
 	g, err := ycsb.NewGenerator(w, keys, *records, *ops)
 	if err != nil {
-		return err
+		return badUsage(err)
 	}
 	kt := map[ycsb.KeyType]string{ycsb.KeyInt: "randint", ycsb.KeyEmail: "email"}[keys]
 	suffix := kt + "_workload" + w.Name

@@ -37,16 +37,28 @@ var defaultCompare = []string{
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	err := dmbench(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	status := exitStatus(dmbench(ctx, os.Args[1:], os.Stdout, os.Stderr), os.Stderr)
+	stop()
+	os.Exit(status)
+}
+
+// exitStatus prints err on stderr, unless the flag set printed it already,
+// and returns the exit status of the command: 0 for success and -h, 2 for
+// an error of the command line (usageError), 1 for a run that failed or
+// does not fit.
+func exitStatus(err error, stderr io.Writer) int {
 	var usage usageError
 	switch {
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
 	case errors.As(err, &usage):
-		os.Exit(2) // the flag set printed the error and the usage text
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "dmbench:", err)
-		os.Exit(1)
+		if !usage.printed {
+			fmt.Fprintln(stderr, "dmbench:", err)
+		}
+		return 2
 	}
+	fmt.Fprintln(stderr, "dmbench:", err)
+	return 1
 }
 
 // dmbench runs the command line args, writing results to stdout and
@@ -74,9 +86,9 @@ func dmbench(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if strings.HasPrefix(cmd, "-") {
 		flags := strings.Join(args, " ")
-		return fmt.Errorf("flags need a command (the default comparison takes none): "+
-			"run \"dmbench run %s\" for one run or \"dmbench compare %s\" for a comparison", flags, flags)
+		return badUsage(fmt.Errorf("flags need a command (the default comparison takes none): "+
+			"run \"dmbench run %s\" for one run or \"dmbench compare %s\" for a comparison", flags, flags))
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	return badUsage(fmt.Errorf("unknown command %q", cmd))
 }

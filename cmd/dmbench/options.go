@@ -359,11 +359,30 @@ func newFlagSet(name, about string) *flag.FlagSet {
 	return fs
 }
 
-// usageError is a flag error that the flag set already printed on stderr,
-// with the usage text: main only sets the exit status.
-type usageError struct{ error }
+// usageError is an error of the command line, which exits with status 2:
+// a flag the flag set could not parse (printed: the flag set printed it on
+// stderr with the usage text, main only sets the exit status), or a flag
+// value, command or argument that the command refuses (main prints it).
+type usageError struct {
+	error
+	printed bool
+}
 
 func (e usageError) Unwrap() error { return e.error }
+
+// badUsage returns err, met while checking the command line, as a
+// usageError, except the refusals of a valid run that does not fit the
+// machine, its memory nodes or --max-runtime (ycsb.ErrTooLarge,
+// ycsb.ErrTooLong, remote.ErrOutOfMemory), which fail like a run (status 1).
+func badUsage(err error) error {
+	var usage usageError
+	switch {
+	case err == nil, errors.As(err, &usage), errors.Is(err, flag.ErrHelp),
+		errors.Is(err, ycsb.ErrTooLarge), errors.Is(err, ycsb.ErrTooLong), errors.Is(err, remote.ErrOutOfMemory):
+		return err
+	}
+	return usageError{error: err}
+}
 
 // parse parses args into fs. A flag error is printed on stderr by fs and
 // returned as a usageError; -h returns flag.ErrHelp.
@@ -373,10 +392,10 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return usageError{error: err, printed: true}
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+		return usageError{error: fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))}
 	}
 	return nil
 }

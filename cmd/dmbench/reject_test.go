@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -71,6 +73,10 @@ func TestRejectsRunsThatDoNotFit(t *testing.T) {
 
 // Flags that used to be accepted silently (issue 10, item 4).
 func TestRejectsBadFlags(t *testing.T) {
+	blankTrace := filepath.Join(t.TempDir(), "blank")
+	if err := os.WriteFile(blankTrace, []byte("\n  \n\t\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args   []string
 		phrase string
@@ -101,6 +107,9 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"run", "--index", "sherman", "--mns", "65537"}, "65537 memory nodes, more than a pool addresses (65536)"},
 		{[]string{"--ops", "5"}, `run "dmbench run --ops 5" for one run or "dmbench compare --ops 5" for a comparison`},
 		{[]string{"--indexes", "smart", "--clients", "4"}, `"dmbench compare --indexes smart --clients 4"`},
+		// Empty traces name their file (an empty run trace ran YCSB-A).
+		{[]string{"run", "--run-trace", "/dev/null"}, "--run-trace /dev/null: ycsb: the trace has no operations"},
+		{[]string{"run", "--run-trace", blankTrace, "--load-trace", blankTrace}, "--run-trace " + blankTrace + ": ycsb: the trace has no operations"},
 	} {
 		err := reject(t, c.args...)
 		if err == nil || !strings.Contains(err.Error(), c.phrase) {
@@ -130,5 +139,68 @@ func TestFlagErrorsPrintedOnce(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if err := dmbench(context.Background(), []string{"run", "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("dmbench run -h: %v, want flag.ErrHelp", err)
+	}
+}
+
+// An error of the command line exits with status 2, printed once; a run
+// that fails or does not fit exits with 1; -h with 0.
+func TestExitStatus(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"run", "-h"}, 0},
+		{[]string{"compare", "--help"}, 0},
+		{[]string{"help"}, 0},
+		{[]string{"-h"}, 0},
+		{[]string{"run", "--nosuchflag"}, 2},
+		{[]string{"run", "--records", "x"}, 2},
+		{[]string{"run", "--records", "-5"}, 2},
+		{[]string{"run", "--clients", "0"}, 2},
+		{[]string{"run", "--value-size", "0"}, 2},
+		{[]string{"run", "--workload", "g"}, 2},
+		{[]string{"run", "--index", "foo"}, 2},
+		{[]string{"run", "--zipf", "1.5"}, 2},
+		{[]string{"run", "--keys", "string"}, 2},
+		{[]string{"run", "--mode", "rdma"}, 2},
+		{[]string{"run", "--mns", "257"}, 2},
+		{[]string{"run", "--index", "sherman", "--value-size", "5000"}, 2},
+		{[]string{"run", "--load-trace", "x"}, 2},
+		{[]string{"run", "--run-trace", "/nonexistent/trace"}, 2},
+		{[]string{"run", "--run-trace", "/dev/null"}, 2},
+		{[]string{"run", "extra"}, 2},
+		{[]string{"compare", "--clients", "1,1"}, 2},
+		{[]string{"compare", "--indexes", "smart,foo"}, 2},
+		{[]string{"factor", "--workloads", "c,c"}, 2},
+		{[]string{"amplification", "--indexes", "mem,mem"}, 2},
+		{[]string{"gen", "--workload", "g"}, 2},
+		{[]string{"gen", "--zipf", "5"}, 2},
+		{[]string{"bogus"}, 2},
+		{[]string{"--records", "10"}, 2},
+		{[]string{"run", "--ops", "100000000000"}, 1},
+		{[]string{"run", "--records", "100000", "--ops", "100000", "--max-runtime", "1ms"}, 1},
+		{[]string{"run", "--records", "10000000000"}, 1},
+		{[]string{"run", "--index", "mem", "--mn-mb", "32", "--records", "100000000"}, 1},
+		{[]string{"compare", "--workloads", "a,c", "--ops", "20000000000"}, 1},
+	} {
+		var stderr bytes.Buffer
+		err := reject(t, c.args...)
+		if got := exitStatus(err, &stderr); got != c.want {
+			t.Errorf("dmbench %s: exit status %d (%v), want %d", strings.Join(c.args, " "), got, err, c.want)
+		}
+		if c.want != 0 && !strings.Contains(stderr.String(), err.Error()) {
+			var usage usageError
+			if !errors.As(err, &usage) || !usage.printed {
+				t.Errorf("dmbench %s: the error is not printed: %q", strings.Join(c.args, " "), stderr.String())
+			}
+		}
+	}
+	// A run whose operations failed (not cancelled).
+	_, err := exec(t, append([]string{"run", "--index", "failing", "--workload", "c"}, small...)...)
+	if got := exitStatus(err, new(bytes.Buffer)); got != 1 {
+		t.Errorf("a run whose operations failed: exit status %d (%v), want 1", got, err)
+	}
+	if got := exitStatus(nil, new(bytes.Buffer)); got != 0 {
+		t.Errorf("success: exit status %d", got)
 	}
 }

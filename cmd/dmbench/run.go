@@ -25,26 +25,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	w, err := ycsb.Preset(*workload)
+	cfg, err := runConfig(&o, *index, *workload, *clients, *loadTrace, *runTrace)
 	if err != nil {
-		return err
-	}
-	cfg, err := o.config(*index, w, *clients)
-	if err != nil {
-		return err
-	}
-	if *runTrace != "" {
-		if cfg.RunTrace, err = readTrace(*runTrace, cfg.Keys); err != nil {
-			return err
-		}
-		cfg.Workload.Name = "trace"
-		if *loadTrace != "" {
-			if cfg.LoadTrace, err = readTrace(*loadTrace, cfg.Keys); err != nil {
-				return err
-			}
-		}
-	} else if *loadTrace != "" {
-		return fmt.Errorf("--load-trace needs --run-trace")
+		return badUsage(err)
 	}
 	bar := newProgress(stderr, phaseOps(cfg))
 	bar.track(&cfg, fmt.Sprintf("%s %s", cfg.Index, cfg.Workload.Name))
@@ -72,6 +55,36 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+// runConfig is the run of dmbench run's flags: index on workload with
+// clients clients per compute node, or the traces if runTrace is set.
+func runConfig(o *options, index, workload string, clients int, loadTrace, runTrace string) (ycsb.Config, error) {
+	w, err := ycsb.Preset(workload)
+	if err != nil {
+		return ycsb.Config{}, err
+	}
+	cfg, err := o.config(index, w, clients)
+	if err != nil {
+		return ycsb.Config{}, err
+	}
+	if runTrace == "" {
+		if loadTrace != "" {
+			return ycsb.Config{}, fmt.Errorf("--load-trace needs --run-trace")
+		}
+		return cfg, nil
+	}
+	if cfg.RunTrace, err = readTrace(runTrace, cfg.Keys); err != nil {
+		return ycsb.Config{}, fmt.Errorf("--run-trace %w", err)
+	}
+	cfg.Workload.Name = "trace"
+	if loadTrace != "" {
+		if cfg.LoadTrace, err = readTrace(loadTrace, cfg.Keys); err != nil {
+			return ycsb.Config{}, fmt.Errorf("--load-trace %w", err)
+		}
+	}
+	return cfg, nil
+}
+
+// readTrace reads the trace file path; an error names the file.
 func readTrace(path string, keys ycsb.KeyType) ([]ycsb.Op, error) {
 	f, err := os.Open(path)
 	if err != nil {
