@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -20,10 +21,12 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "memnode:", err)
-		}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	switch {
+	case errors.Is(err, flag.ErrHelp): // -h: the usage text was asked for
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "memnode:", err)
 		os.Exit(2)
 	}
 }
@@ -74,20 +77,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case oc == 0:
 		cfg.OnChipBytes = -1
 	default:
-		cfg.OnChipBytes = int(min(oc, 1<<31))
+		cfg.OnChipBytes = int(min(oc, math.MaxInt)) // as given: the server checks it
 	}
 	if done, err := fabricSetup(&cfg, stdout); done || err != nil {
 		return err
 	}
+	// The address first: a memnode that cannot listen creates no --file
+	// (it left a new one behind).
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
 	srv, err := remote.NewServer(cfg)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	l, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
 	main, chip := srv.Bytes()
 	mem := "anonymous"
 	if *file != "" {
@@ -114,6 +120,7 @@ func parseBytes(flag, s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
+	given := s
 	mult := int64(1)
 	switch strings.ToUpper(s[len(s)-1:]) {
 	case "K":
@@ -130,7 +137,7 @@ func parseBytes(flag, s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || n > (1<<47)/mult {
-		return 0, fmt.Errorf("%s: %q is not a size below 128T", flag, s)
+		return 0, fmt.Errorf("%s: %q is not a size below 128T", flag, given)
 	}
 	return n * mult, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,10 +35,11 @@ func TestMemnodeFlagErrors(t *testing.T) {
 		{"bytes not a number", []string{tok, "--bytes", "abc"}, "--bytes"},
 		{"negative bytes", []string{tok, "--bytes", "-1"}, "--bytes"},
 		{"unknown suffix", []string{tok, "--bytes", "12Q"}, "--bytes"},
-		{"bytes of 200T", []string{tok, "--bytes", "200T"}, "--bytes"},
+		{"bytes of 200T", []string{tok, "--bytes", "200T"}, `--bytes: "200T" is not a size below 128T`},
 		{"bytes overflowing int64", []string{tok, "--bytes", "99999999999999999999"}, "--bytes"},
 		{"empty number with a suffix", []string{tok, "--bytes", "G"}, "--bytes"},
 		{"bad on-chip bytes", []string{tok, "--onchip-bytes", "1.5K"}, "--onchip-bytes"},
+		{"on-chip bytes above 1G", []string{tok, "--listen", "127.0.0.1:0", "--onchip-bytes", "3G"}, "OnChipBytes 3221225472 above 1 GiB"},
 		{"bad log level", []string{tok, "--log-level", "loud"}, "log-level"},
 		{"extra argument", []string{tok, "serve"}, "serve"},
 		{"unknown flag", []string{tok, "--port", "1"}, "port"},
@@ -87,6 +89,62 @@ func TestMemnodeFlagErrors(t *testing.T) {
 			t.Error("memnode modified a file it refused")
 		}
 	})
+}
+
+// TestMemnodeHelp: -h prints the usage text and exits with status 0, as a
+// help request and not an error.
+func TestMemnodeHelp(t *testing.T) {
+	bin := memnodetest.Binary(t, "")
+	for _, arg := range []string{"-h", "--help"} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, bin, arg)
+		cmd.Env = environWithout("DMINDEX_TOKEN")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		cancel()
+		if err != nil {
+			t.Errorf("memnode %s: %v, want exit status 0; stderr %q", arg, err, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "usage: memnode") || strings.Contains(stderr.String(), "memnode: flag") {
+			t.Errorf("memnode %s: standard error %q, want the usage text alone", arg, stderr.String())
+		}
+	}
+}
+
+// TestMemnodeListenFailureLeavesNoFile: a memnode that cannot listen exits
+// with status 2 without creating its --file (it left a new 64 MiB file
+// behind), and leaves an existing one as it was.
+func TestMemnodeListenFailureLeavesNoFile(t *testing.T) {
+	bin := memnodetest.Binary(t, "")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	dir := t.TempDir()
+	existing := filepath.Join(dir, "existing")
+	content := []byte("not a memory node, and not memnode's to remove\n")
+	if err := os.WriteFile(existing, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{filepath.Join(dir, "new"), existing} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "--token", "x", "--listen", busy.Addr().String(), "--bytes", "64M", "--file", file)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), busy.Addr().String()) {
+			t.Errorf("memnode --listen on a busy port: %v, want exit status 2 naming the address: %s", err, out)
+		}
+		after, err := os.ReadFile(file)
+		switch {
+		case file == existing && !bytes.Equal(after, content):
+			t.Errorf("the existing file %s was changed or removed: %v", file, err)
+		case file != existing && !errors.Is(err, os.ErrNotExist):
+			t.Errorf("a failed start left %s behind (%d bytes, %v)", file, len(after), err)
+		}
+	}
 }
 
 // TestMemnodeReadyLine: the first line of standard output is the ready
