@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"sync"
@@ -178,61 +177,17 @@ func downPool(t *testing.T, addr string, timeout time.Duration) *remote.Pool {
 // answers again the pool works again.
 func TestTCPNodeStopsAnswering(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	const bound = timeout + 2*time.Second // generous: a verb waits at most Timeout
 	const window = 1500 * time.Millisecond
 	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
 	px := newStallProxy(t, ts.addr)
 	p := downPool(t, px.addr(), timeout)
-	ctx := context.Background()
-	var clients []*remote.Client
-	for range 2 {
-		cn := p.NewComputeNode()
-		for range 8 {
-			clients = append(clients, cn.NewClient())
-		}
-	}
-	a, err := clients[0].Alloc(ctx, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range clients { // every connection dialled
-		if _, err := c.FAA(ctx, a, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	clients, a := dialledClients(t, p, 8)
 
 	px.freeze()
-	start := time.Now()
-	var ops, failed, slow atomic.Int64
-	var wg sync.WaitGroup
-	for i, c := range clients {
-		wg.Go(func() {
-			for time.Since(start) < window {
-				t0 := time.Now()
-				_, err := c.FAA(ctx, a, 1)
-				d := time.Since(t0)
-				ops.Add(1)
-				if d > bound {
-					t.Errorf("client %d: an FAA on the stopped node took %v (Timeout %v)", i, d, timeout)
-				}
-				if d > timeout/2 {
-					slow.Add(1)
-				}
-				switch {
-				case err == nil && time.Since(start) > bound:
-					t.Errorf("client %d: an FAA succeeded %v after the node stopped", i, time.Since(start))
-				case err != nil && !errors.Is(err, remote.ErrUnavailable):
-					t.Errorf("client %d: FAA on the stopped node: %v, want ErrUnavailable", i, err)
-				case err != nil:
-					failed.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
+	ops, failed, slow := stoppedLoad(t, clients, a, timeout, window)
 	dials := px.stalled.Load()
 	t.Logf("%d FAAs in %v on the stopped node, %d failed, %d took over Timeout/2; %d dials (at most %d at once)",
-		ops.Load(), window, failed.Load(), slow.Load(), dials, px.maxStalledOpen())
+		ops, window, failed, slow, dials, px.maxStalledOpen())
 	// Back-off from 100 ms, doubling: 4 or 5 probes in the window; 16 bounds
 	// any schedule, where a redial per verb would make hundreds.
 	if dials > 16 {
@@ -241,12 +196,77 @@ func TestTCPNodeStopsAnswering(t *testing.T) {
 	if n := px.maxStalledOpen(); n > 1 {
 		t.Errorf("%d dials of the stopped node in flight at once, want 1", n)
 	}
-	if failed.Load() < int64(len(clients)) {
-		t.Errorf("only %d FAAs failed", failed.Load())
+	if failed < int64(len(clients)) {
+		t.Errorf("only %d FAAs failed", failed)
 	}
 
 	px.thaw()
 	waitRecovered(t, clients, a)
+}
+
+// dialledClients returns perCN clients on each of two compute nodes of p
+// and a word of p's memory node 0 on which every client has run an FAA, so
+// that each has its connections dialled.
+func dialledClients(t *testing.T, p *remote.Pool, perCN int) ([]*remote.Client, remote.Addr) {
+	t.Helper()
+	ctx := context.Background()
+	var clients []*remote.Client
+	for range 2 {
+		cn := p.NewComputeNode()
+		for range perCN {
+			clients = append(clients, cn.NewClient())
+		}
+	}
+	a, err := clients[0].Alloc(ctx, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clients {
+		if _, err := c.FAA(ctx, a, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return clients, a
+}
+
+// stoppedLoad runs FAAs on a from every client, with context.Background,
+// for window after the memory node stopped answering, and checks each:
+// it fails with ErrUnavailable (it may succeed only within Timeout and a
+// margin of the stop) and returns within that bound. It returns how many
+// FAAs ran, how many failed and how many took over half a Timeout.
+func stoppedLoad(t *testing.T, clients []*remote.Client, a remote.Addr, timeout, window time.Duration) (ops, failed, slow int64) {
+	t.Helper()
+	bound := timeout + 2*time.Second // generous: a verb waits at most Timeout
+	ctx := context.Background()
+	start := time.Now()
+	var nops, nfailed, nslow atomic.Int64
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			for time.Since(start) < window {
+				t0 := time.Now()
+				_, err := c.FAA(ctx, a, 1)
+				d := time.Since(t0)
+				nops.Add(1)
+				if d > bound {
+					t.Errorf("client %d: an FAA on the stopped node took %v (Timeout %v)", i, d, timeout)
+				}
+				if d > timeout/2 {
+					nslow.Add(1)
+				}
+				switch {
+				case err == nil && time.Since(start) > bound:
+					t.Errorf("client %d: an FAA succeeded %v after the node stopped", i, time.Since(start))
+				case err != nil && !errors.Is(err, remote.ErrUnavailable):
+					t.Errorf("client %d: FAA on the stopped node: %v, want ErrUnavailable", i, err)
+				case err != nil:
+					nfailed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return nops.Load(), nfailed.Load(), nslow.Load()
 }
 
 // waitRecovered waits until every client's FAA on a succeeds again (the
@@ -279,25 +299,11 @@ func waitRecovered(t *testing.T, clients []*remote.Client, a remote.Addr) {
 func TestTCPNodeRestart(t *testing.T) {
 	const timeout = 500 * time.Millisecond
 	file := filepath.Join(t.TempDir(), "mn")
-	srv, addr := serveOn(t, "127.0.0.1:0", remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip, File: file})
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip, File: file})
+	srv, addr := ts.srv, ts.addr
 	p := downPool(t, addr, timeout)
 	ctx := context.Background()
-	var clients []*remote.Client
-	for range 2 {
-		cn := p.NewComputeNode()
-		for range 4 {
-			clients = append(clients, cn.NewClient())
-		}
-	}
-	a, err := clients[0].Alloc(ctx, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range clients {
-		if _, err := c.FAA(ctx, a, 1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	clients, a := dialledClients(t, p, 4)
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +325,7 @@ func TestTCPNodeRestart(t *testing.T) {
 	}
 	wg.Wait()
 
-	serveOn(t, addr, remote.ServerConfig{File: file})
+	serveAt(t, addr, remote.ServerConfig{File: file})
 	waitRecovered(t, clients, a)
 	v, err := clients[len(clients)-1].FAA(ctx, a, 0)
 	if err != nil {
@@ -328,34 +334,6 @@ func TestTCPNodeRestart(t *testing.T) {
 	if want := uint64(2 * len(clients)); v != want {
 		t.Errorf("counter %d after the restart, want %d (every FAA before the close, one per client after)", v, want)
 	}
-}
-
-// serveOn serves cfg on addr until the end of the test (or an earlier
-// Close) and returns the server and its address.
-func serveOn(t *testing.T, addr string, cfg remote.ServerConfig) (*remote.Server, string) {
-	t.Helper()
-	cfg.Token = testToken
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := remote.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		srv.Close()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	t.Cleanup(func() {
-		srv.Close()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("Serve did not return within 10 s of Close")
-		}
-	})
-	return srv, l.Addr().String()
 }
 
 // TestTCPCloseNodeStopped: closing a SMART or a Sherman tree with many

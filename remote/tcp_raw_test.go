@@ -328,9 +328,16 @@ type testServer struct {
 }
 
 // startServer serves cfg (Token, and without a File a 1 MiB main region
-// and a 4 KiB on-chip region by default) until the end of the test; Serve
-// must return nil after Close.
+// and a 4 KiB on-chip region by default) on a free port of 127.0.0.1 until
+// the end of the test; Serve must return nil after Close.
 func startServer(t testing.TB, cfg remote.ServerConfig) *testServer {
+	t.Helper()
+	return serveAt(t, "127.0.0.1:0", cfg)
+}
+
+// serveAt is startServer listening on addr (a server restarted where
+// another was).
+func serveAt(t testing.TB, addr string, cfg remote.ServerConfig) *testServer {
 	t.Helper()
 	if cfg.Token == "" {
 		cfg.Token = testToken
@@ -349,7 +356,7 @@ func startServer(t testing.TB, cfg remote.ServerConfig) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		srv.Close()
 		t.Fatal(err)
