@@ -217,12 +217,27 @@ func (s *session) insertSep(ctx context.Context, level int, key []byte, child, h
 			return err
 		}
 		a = h.addr
+		// The separator may be there already: Recover inserts the
+		// separator of a page it finds on its level's sibling chain and
+		// not below the level above, which is also what a live writer's
+		// split looks like before its own insert (linkSplits), and the
+		// second insert finds the first. An internal split since may have
+		// moved it up, leaving it as this page's low bound with the child
+		// as its leftmost.
 		i := p.search(key)
-		if i > 0 && bytes.Equal(p.innerKey(i-1), key) {
+		switch {
+		case i > 0 && bytes.Equal(p.innerKey(i-1), key):
 			err := s.unlock(ctx, h.held)
 			if p.innerChild(i-1) != child {
 				return errors.Join(err, corrupt("separator %x at level %d already routes to %v, not %v",
 					key, level, p.innerChild(i-1), child))
+			}
+			return err
+		case i == 0 && bytes.Equal(p.low(), key):
+			err := s.unlock(ctx, h.held)
+			if p.leftmost() != child {
+				return errors.Join(err, corrupt("separator %x at level %d is the low bound of page %v, whose leftmost child is %v, not %v",
+					key, level, a, p.leftmost(), child))
 			}
 			return err
 		}
