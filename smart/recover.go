@@ -421,11 +421,11 @@ func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf 
 	v, st := s.t.lf.parse(buf, class)
 	if st == leafTorn {
 		if ra, rc, ok := redoLeaf(rec.Target, rec.Image); !ok || ra != a || rc != class {
-			return corruptf("I9: leaf %v: torn by the dead writer %#x, which left no redo record of it", a, dead)
+			return s.unrepairable(ctx, lockAddr, dead, corruptf("I9: leaf %v: torn by the dead writer %#x, which left no redo record of it", a, dead))
 		}
 		copy(buf[rec.Target-a:], rec.Image)
 		if v, st = s.t.lf.parse(buf, class); st == leafTorn {
-			return corruptf("I9: leaf %v: still torn after the redo record of %#x", a, dead)
+			return s.unrepairable(ctx, lockAddr, dead, corruptf("I9: leaf %v: still torn after the redo record of %#x", a, dead))
 		}
 		// The data part; the lock word stays ours.
 		if err := s.doUnder(ctx, lockAddr, append(s.batch(), remote.Write(rec.Target, rec.Image))); err != nil {
@@ -446,6 +446,19 @@ func (s *session) repairLeaf(ctx context.Context, a remote.Addr, class int, buf 
 		return err
 	}
 	return s.doUnder(ctx, lockAddr, append(s.batch(), remote.Write(lockAddr, zeroWord[:])))
+}
+
+// unrepairable gives the lock of a leaf that its repair cannot repair
+// (torn, with no usable redo record: Options.NoRedo) back to the dead tag
+// it was taken over from, and returns err (ErrCorrupt). Left with the
+// repairer's tag, the lock would hold every later operation on the key
+// until its retry budget ran out (ErrContention), and the repairer's own
+// Recover would find nothing to recover; under the dead tag every one of
+// them takes it over in turn, finds the leaf torn and fails with
+// ErrCorrupt, as Options.NoRedo says.
+func (s *session) unrepairable(ctx context.Context, lockAddr remote.Addr, dead uint64, err error) error {
+	back := append(s.batch(), remote.CAS(lockAddr, s.lockTag()|s.lockBits, dead))
+	return errors.Join(err, s.c.Do(ctx, back))
 }
 
 // stillLinked reports whether the slot named by rev, the reverse pointer of

@@ -897,3 +897,53 @@ func TestStaleDeleter(t *testing.T) {
 		})
 	}
 }
+
+// TestNoRedoTornLeaf: with Options.NoRedo an in-place update cut after the
+// first word of its WRITE leaves a torn leaf that recovery cannot repair;
+// every operation on the key, and Recover, must then fail with ErrCorrupt
+// on every compute node, not hold the key's lock under the first
+// repairer's tag (later Puts and Deletes exhausted their retry budget with
+// ErrContention, and that compute node's Recover reported nothing to do),
+// and the other keys stay usable.
+func TestNoRedoTornLeaf(t *testing.T) {
+	ctx := context.Background()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20, Sim: &remote.SimConfig{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cns := []*remote.ComputeNode{p.NewComputeNode(), p.NewComputeNode(), p.NewComputeNode()}
+	trees := make([]*Tree, len(cns))
+	for i, cn := range cns {
+		if trees[i], err = Open(cn, Options{NoRedo: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k, other := []byte("key"), []byte("other")
+	for _, x := range [][]byte{k, other} {
+		if err := trees[0].Put(ctx, x, make([]byte, 40)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cns[0].Crash(remote.Fault{After: 2, Words: 1}) // the lock's batch lands, the data WRITE is cut after a word
+	if err := trees[0].Put(ctx, k, bytes.Repeat([]byte{0xff}, 40)); !errors.Is(err, remote.ErrCrashed) {
+		t.Fatalf("the cut update: %v, want ErrCrashed", err)
+	}
+	for _, tr := range trees[1:] {
+		_, _, gerr := tr.Get(ctx, k)
+		perr := tr.Put(ctx, k, []byte("new"))
+		_, derr := tr.Delete(ctx, k)
+		_, rerr := tr.Recover(ctx)
+		for op, err := range map[string]error{"Get": gerr, "Put": perr, "Delete": derr, "Recover": rerr} {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s of the torn key: %v, want ErrCorrupt", op, err)
+			}
+		}
+		if err := tr.Put(ctx, other, []byte("fine")); err != nil {
+			t.Errorf("Put of another key: %v", err)
+		}
+		if v, ok, err := tr.Get(ctx, other); err != nil || !ok || string(v) != "fine" {
+			t.Errorf("Get of another key: %q, %v, %v", v, ok, err)
+		}
+	}
+}
