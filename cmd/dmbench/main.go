@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 )
 
@@ -85,10 +86,59 @@ func dmbench(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return nil
 	}
 	if strings.HasPrefix(cmd, "-") {
-		flags := strings.Join(args, " ")
-		return badUsage(fmt.Errorf("flags need a command (the default comparison takes none): "+
-			"run \"dmbench run %s\" for one run or \"dmbench compare %s\" for a comparison", flags, flags))
+		return badUsage(fmt.Errorf("flags need a command (the default comparison takes none): %s", flagsHint(args)))
 	}
 	fmt.Fprint(stderr, usage)
 	return badUsage(fmt.Errorf("unknown command %q", cmd))
+}
+
+// commandFlags is, for run and compare, the spelling of the flags that the
+// other command spells differently, and the flags that only the other
+// command has.
+var commandFlags = map[string]struct {
+	renamed map[string]string
+	foreign []string
+}{
+	"run":     {map[string]string{"indexes": "index", "workloads": "workload"}, []string{"out", "parallel"}},
+	"compare": {map[string]string{"index": "indexes", "workload": "workloads"}, []string{"crash-rate", "load-trace", "run-trace"}},
+}
+
+// flagsHint is the advice for flags given without a command: args after
+// "dmbench run" and "dmbench compare", each with the flags renamed that the
+// command spells differently (--index of run is --indexes of compare), and
+// neither command if one of the flags belongs only to the other.
+func flagsHint(args []string) string {
+	var hints []string
+	for _, c := range []struct{ cmd, what string }{{"run", "one run"}, {"compare", "a comparison"}} {
+		spell := commandFlags[c.cmd]
+		out := append([]string{"dmbench", c.cmd}, args...)
+		ok := true
+		for i, a := range args {
+			if !strings.HasPrefix(a, "-") {
+				continue
+			}
+			dashes := "-"
+			if strings.HasPrefix(a, "--") {
+				dashes = "--"
+			}
+			name, value, hasValue := strings.Cut(strings.TrimPrefix(a, dashes), "=")
+			if slices.Contains(spell.foreign, name) {
+				ok = false
+				break
+			}
+			if to, found := spell.renamed[name]; found {
+				out[2+i] = dashes + to
+				if hasValue {
+					out[2+i] += "=" + value
+				}
+			}
+		}
+		if ok {
+			hints = append(hints, fmt.Sprintf("%q for %s", strings.Join(out, " "), c.what))
+		}
+	}
+	if len(hints) == 0 {
+		return `no command takes all of them: see "dmbench run -h" and "dmbench compare -h"`
+	}
+	return "run " + strings.Join(hints, " or ")
 }

@@ -204,3 +204,39 @@ func TestExitStatus(t *testing.T) {
 		t.Errorf("success: exit status %d", got)
 	}
 }
+
+// Flags without a command fail with status 2 and suggest the commands that
+// take them, spelled as each command spells them: every suggested command
+// parses (dmbench --index smart-paper suggested compare --index, which
+// compare does not have).
+func TestFlagsHint(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--index", "smart-paper"}, []string{"run --index smart-paper", "compare --indexes smart-paper"}},
+		{[]string{"-index=smart", "--workload", "e", "--compact"}, []string{"run -index=smart --workload e --compact", "compare -indexes=smart --workloads e --compact"}},
+		{[]string{"--indexes", "sherman", "--records", "1000"}, []string{"run --index sherman --records 1000", "compare --indexes sherman --records 1000"}},
+		{[]string{"--run-trace", "x", "--index", "sherman"}, []string{"run --run-trace x --index sherman"}},
+		{[]string{"--out", "dir", "--warmup-ops", "-1"}, []string{"compare --out dir --warmup-ops -1"}},
+		{[]string{"--out", "dir", "--run-trace", "x"}, nil},
+	} {
+		err := reject(t, c.args...)
+		if got := exitStatus(err, new(bytes.Buffer)); got != 2 {
+			t.Errorf("dmbench %s: exit status %d (%v), want 2", strings.Join(c.args, " "), got, err)
+			continue
+		}
+		msg := err.Error()
+		for _, w := range c.want {
+			if !strings.Contains(msg, `"dmbench `+w+`"`) {
+				t.Errorf("dmbench %s: %q does not suggest dmbench %s", strings.Join(c.args, " "), msg, w)
+			}
+			if err := reject(t, append(strings.Fields(w), "-h")...); !errors.Is(err, flag.ErrHelp) {
+				t.Errorf("dmbench %s: the suggested dmbench %s does not parse: %v", strings.Join(c.args, " "), w, err)
+			}
+		}
+		if strings.Count(msg, `" for `) != len(c.want) {
+			t.Errorf("dmbench %s: %q suggests other commands than %q", strings.Join(c.args, " "), msg, c.want)
+		}
+	}
+}
