@@ -101,8 +101,9 @@ type Options struct {
 	NoRedo bool
 	// PaperNodes allocates every internal node with room for 256 slots, as
 	// the paper does, so that a node type switch happens in place. By
-	// default a node is allocated at the size of its type (64 bytes for a
-	// NODE_4 … 2,112 for a NODE_256) and moves to a node of the next type
+	// default a node is allocated at the size of its type (16 bytes of
+	// header and 8 per slot, in 16-byte steps: 48 bytes for a NODE_4 …
+	// 2,064 for a NODE_256) and moves to a node of the next type
 	// when it is full (docs/smart-node-growth.md), which takes a fraction
 	// of the memory-node space. The choice is recorded in the tree when it
 	// is created, like LockedInternal, which implies it.
