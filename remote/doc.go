@@ -7,7 +7,8 @@
 // goroutine at a time. Every index in this module is written against this
 // package only.
 //
-// Two transports run the same memory:
+// Five transports run the same memory; at most one of Config.Sim, Shm, TCP
+// and Fabric is set (docs/deploy.md):
 //
 //   - local: verbs execute immediately on in-process memory with real
 //     goroutines and wall-clock time. It is the default of NewPool.
@@ -16,6 +17,13 @@
 //     Config.Sim. Exactly one simulated client runs at a time; the same seed
 //     and configuration give bit-identical memory, statistics and virtual
 //     end time. docs/simulator.md describes the model and its sources.
+//   - shm: memory nodes are files that every process opening the pool maps
+//     shared (tmpfs, or a DAX device on a CXL host); verbs are CPU atomics
+//     on the mapping, in wall-clock time. Config.Shm; unix only.
+//   - tcp: memory nodes are memnode processes (cmd/memnode) anywhere on the
+//     network, whose CPUs execute the verbs. Config.TCP.
+//   - fabric: the same memnode servers, reached by one-sided RDMA through
+//     libfabric. Config.Fabric; it needs a build with the "fabric" tag.
 //
 // Memory is a region of 8-byte words, each accessed atomically, so concurrent
 // readers may observe torn data at 8-byte granularity exactly as over RDMA,
