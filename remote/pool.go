@@ -182,7 +182,9 @@ func (p *Pool) Go(fn func()) { p.t.spawn(fn) }
 
 // Wait waits until every goroutine started by Go has returned. In the
 // simulator it drives virtual time; it returns ErrDeadlock if every remaining
-// client is parked in Client.Wait with nothing left to wake it.
+// client is parked in Client.Wait with nothing left to wake it. Call it from
+// outside the goroutines started by Go: one of them that calls it waits for
+// itself and never returns.
 func (p *Pool) Wait() error { return p.t.waitAll() }
 
 // Now returns the pool's clock: virtual time in the simulator, wall time
