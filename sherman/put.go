@@ -225,19 +225,18 @@ func (s *session) insertSep(ctx context.Context, level int, key []byte, child, h
 		// moved it up, leaving it as this page's low bound with the child
 		// as its leftmost.
 		i := p.search(key)
+		var routed remote.Addr // where the separator routes if it is there already
 		switch {
 		case i > 0 && bytes.Equal(p.innerKey(i-1), key):
-			err := s.unlock(ctx, h.held)
-			if p.innerChild(i-1) != child {
-				return errors.Join(err, corrupt("separator %x at level %d already routes to %v, not %v",
-					key, level, p.innerChild(i-1), child))
-			}
-			return err
+			routed = p.innerChild(i - 1)
 		case i == 0 && bytes.Equal(p.low(), key):
+			routed = p.leftmost()
+		}
+		if routed != 0 {
 			err := s.unlock(ctx, h.held)
-			if p.leftmost() != child {
-				return errors.Join(err, corrupt("separator %x at level %d is the low bound of page %v, whose leftmost child is %v, not %v",
-					key, level, a, p.leftmost(), child))
+			if routed != child {
+				return errors.Join(err, corrupt("separator %x at level %d already routes to %v, not %v",
+					key, level, routed, child))
 			}
 			return err
 		}

@@ -114,7 +114,7 @@ func (s *session) scanner(lo, hi []byte, desc bool, limit int) *scanner {
 	*sc = scanner{s: s, desc: desc, left: limit, budget: scanFirstRound, window: scanFirstWindow,
 		front: kept.front, next: kept.next, buf: kept.buf, tmp: kept.tmp, spill: kept.spill, snap: kept.snap,
 		offs: kept.offs, paths: kept.paths, pairs: kept.pairs, paths2: kept.paths2, pairs2: kept.pairs2,
-		loBuf: kept.loBuf, hiBuf: kept.hiBuf, lastBuf: kept.lastBuf}
+		loBuf: kept.loBuf, hiBuf: kept.hiBuf, last: kept.last[:0]}
 	// The bounds are copied: the caller may reuse its slices once the
 	// scan has started (index.Index).
 	sc.loBuf = append(sc.loBuf[:0], lo...)
@@ -247,11 +247,12 @@ type scanner struct {
 	// noCache: the scan restarted; it reads every node from here on.
 	noCache bool
 	arena   []byte // the yielded pairs' bytes (see own)
-	last    []byte // the key of the last pair yielded (resume)
-	// The scan's own copies of its bounds and of the last key yielded:
-	// the caller owns its bounds and the pairs yielded, and may change
-	// them while the scan goes on.
-	loBuf, hiBuf, lastBuf []byte
+	// last is the scan's own copy of the key of the last pair yielded
+	// (resume; empty until one is: keys are never empty), and loBuf and
+	// hiBuf of its bounds: the caller owns its bounds and the pairs
+	// yielded, and may change them while the scan goes on.
+	last         []byte
+	loBuf, hiBuf []byte
 	// The entries' paths and pairs (entry.pathOff, entry.pairOff), and
 	// the buffers compact moves them to; kept is how many bytes of each
 	// the last compaction kept.
@@ -265,7 +266,7 @@ func (sc *scanner) keep() {
 	*sc = scanner{front: sc.front[:0], next: sc.next[:0], buf: sc.buf, tmp: sc.tmp[:0],
 		spill: sc.spill[:0], snap: sc.snap, offs: sc.offs[:0], elo: sc.elo[:0], ehi: sc.ehi[:0],
 		paths: sc.paths[:0], pairs: sc.pairs[:0], paths2: sc.paths2[:0], pairs2: sc.pairs2[:0],
-		loBuf: sc.loBuf[:0], hiBuf: sc.hiBuf[:0], lastBuf: sc.lastBuf[:0]}
+		loBuf: sc.loBuf[:0], hiBuf: sc.hiBuf[:0], last: sc.last[:0]}
 }
 
 // compact moves the paths of the frontier's entries and the pairs of its
@@ -380,8 +381,7 @@ func (sc *scanner) run(ctx context.Context, yield func(KV, slot) bool) error {
 			}
 		}
 		if done > 0 {
-			sc.lastBuf = append(sc.lastBuf[:0], last...)
-			sc.last = sc.lastBuf
+			sc.last = append(sc.last[:0], last...)
 			// Streaming leaves: read further ahead. While descending to the
 			// first leaf the budget stays small.
 			sc.budget = min(sc.budget+sc.budget/4, scanMaxRound)
@@ -438,7 +438,7 @@ func (sc *scanner) resume(ctx context.Context) error {
 // restartPast starts the scan again past the last pair yielded.
 func (sc *scanner) restartPast(ctx context.Context) error {
 	sc.noCache = true
-	if sc.last != nil {
+	if len(sc.last) > 0 {
 		if sc.desc {
 			sc.hiBuf = append(sc.hiBuf[:0], sc.last...)
 			sc.hi = sc.hiBuf
