@@ -71,12 +71,12 @@ func (s *session) start(ctx context.Context) (cursor, error) {
 			t.cstats.starts.Add(1)
 			s.entry, s.entryPlen, s.entryIdx = e, plen, idx
 			cur := cursor{addr: nodeSlotAddr(remote.Addr(e.Addr), idx), sl: slot(e.Slots()[idx]),
-				depth: plen + 1, level: e.Level() + 1, cached: true, node: remote.Addr(e.Addr)}
+				depth: int16(plen + 1), level: int16(e.Level() + 1), cached: true, node: remote.Addr(e.Addr)}
 			if plen+1 < len(s.enc) {
 				// A small child kept in the entry (rememberChild).
 				if j, w, ok := e.Child(idx, s.enc[plen+1]); ok {
 					child := cur.sl.addr()
-					cur = cursor{addr: nodeSlotAddr(child, j), sl: slot(w), depth: plen + 2,
+					cur = cursor{addr: nodeSlotAddr(child, j), sl: slot(w), depth: int16(plen + 2),
 						level: cur.level + 1, cached: true, node: child}
 				}
 			}
@@ -251,7 +251,7 @@ func (s *session) rememberNew(cur cursor, repl slot, prefix []byte, addr remote.
 			parent, idx = p, i
 		}
 	}
-	if parent != nil && !t.opts.PaperNodes && len(prefix) == cur.depth {
+	if parent != nil && !t.opts.PaperNodes && len(prefix) == int(cur.depth) {
 		if c := parent.WithChild(idx, uint64(repl), words); c != nil {
 			t.cache.Insert(s.enc[:cur.depth-1], c)
 			return

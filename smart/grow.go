@@ -141,7 +141,7 @@ func (s *session) growNode(ctx context.Context, d descent, key, value []byte) (b
 	if err == nil && published && mv.toRev == cur.addr {
 		// Linked at the slot that led here: cache N' as published, so that
 		// the next operation through it does not meet N's forward.
-		s.rememberNew(cur, nodeSlot(cur.sl.partial(), nt, to), s.enc[:d.pos], to, cur.level, append(mv.slots, leaf)...)
+		s.rememberNew(cur, nodeSlot(cur.sl.partial(), nt, to), s.enc[:d.pos], to, int(cur.level), append(mv.slots, leaf)...)
 	}
 	return true, cur, err
 }
@@ -408,7 +408,7 @@ func (s *session) fixRev(ctx context.Context, mv *moving, i int) error {
 		}
 		s.c.Backoff(attempt)
 		if attempt%judgeEvery == judgeEvery-1 && remote.Addr(w)&revMoving != 0 {
-			cur := cursor{addr: to, sl: sl.thawed(), depth: mv.depth}
+			cur := cursor{addr: to, sl: sl.thawed(), depth: int16(mv.depth)}
 			if err := s.waitMoving(ctx, at, s.repairFlag(cur, at)); err != nil {
 				return err
 			}

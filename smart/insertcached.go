@@ -29,11 +29,11 @@ func (s *session) snapshotBelow(cur cursor) (snapshot, bool) {
 		return snapshot{}, false
 	}
 	node := uint64(cur.sl.addr())
-	if d, plen, ok := s.t.cache.Deepest(s.enc); ok && plen >= cur.depth && d.Addr == node {
+	if d, plen, ok := s.t.cache.Deepest(s.enc); ok && plen >= int(cur.depth) && d.Addr == node {
 		return snapshot{entry: d, child: -1, words: d.Slots(), plen: plen}, true
 	}
-	if kids := e.ChildSlots(s.entryIdx); len(kids) > 0 && cur.depth < len(s.enc) {
-		return snapshot{entry: e, child: s.entryIdx, words: kids, plen: cur.depth}, true
+	if kids := e.ChildSlots(s.entryIdx); len(kids) > 0 && int(cur.depth) < len(s.enc) {
+		return snapshot{entry: e, child: s.entryIdx, words: kids, plen: int(cur.depth)}, true
 	}
 	return snapshot{}, false
 }
@@ -115,7 +115,7 @@ func (s *session) insertCached(ctx context.Context, cur cursor, key []byte) (boo
 	s.t.cstats.cachedInsertsLost.Add(1)
 	s.t.odds.record(false)
 	if !got.isFrozen() && got.partial() == b {
-		return false, cursor{addr: at, sl: got, depth: sn.plen + 1, level: cur.level + 1, node: node}, nil
+		return false, cursor{addr: at, sl: got, depth: int16(sn.plen + 1), level: cur.level + 1, node: node}, nil
 	}
 	// Another key took the slot, or the node is moving: the normal path
 	// reads the node (and caches the fresh snapshot).

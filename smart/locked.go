@@ -137,7 +137,7 @@ func (s *session) insertLocked(ctx context.Context, d descent, key, value []byte
 			if err == nil && i >= h.nodeType().capacity() {
 				err = s.raiseType(ctx, d.cur, node, h, typeFor(i))
 			}
-			return false, cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: d.pos + 1, level: d.cur.level + 1, node: node}, err
+			return false, cursor{addr: nodeSlotAddr(node, i), sl: sl, depth: int16(d.pos + 1), level: d.cur.level + 1, node: node}, err
 		}
 	}
 	if free < 0 || h.depth() != n.h.depth() {

@@ -610,7 +610,7 @@ func (s *session) repairFlag(cur cursor, revAddr remote.Addr) func(context.Conte
 			return err
 		}
 		if revSlot(rev) != cur.addr && !cur.sl.isLeaf() {
-			if err := s.lowerTo(ctx, cur.sl.addr(), cur.depth); err != nil {
+			if err := s.lowerTo(ctx, cur.sl.addr(), int(cur.depth)); err != nil {
 				return err
 			}
 		}

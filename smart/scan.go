@@ -502,8 +502,10 @@ func (sc *scanner) round(ctx context.Context) error {
 	// Resolve the entries read from the bottom of the stack up, each into
 	// its results in reverse scan order. Up to the first node, an entry
 	// resolves to itself or to nothing, so the results stay in the
-	// frontier (w: the end of those kept); from there on they go to next,
-	// which then replaces the rest in one copy.
+	// frontier (w: the end of those kept); from there on they go to
+	// next[w:], and the shorter of front[:w] and next[w:] is copied to
+	// join the other (a round that expands a node resolves most of the
+	// frontier, so its results are seldom the shorter).
 	next, w := sc.next[:0], low
 	inPlace := true // no node resolved yet: the results so far are front[low:w]
 	for i := low; i < len(sc.front); i++ {
@@ -516,6 +518,9 @@ func (sc *scanner) round(ctx context.Context) error {
 			if e.cur.sl.isLeaf() {
 				keep, err = sc.leaf(ctx, e, buf)
 			} else {
+				if inPlace {
+					next = slices.Grow(next, w)[:w] // front[:w] may come here
+				}
 				next, err = sc.node(ctx, next, e, buf)
 				keep, inPlace = false, false
 			}
@@ -535,8 +540,16 @@ func (sc *scanner) round(ctx context.Context) error {
 			return err
 		}
 	}
-	sc.front = append(sc.front[:w], next...)
-	sc.next = next[:0]
+	switch {
+	case inPlace:
+		sc.front = sc.front[:w]
+	case w <= len(next)-w:
+		copy(next, sc.front[:w])
+		sc.front, sc.next = next, sc.front[:0]
+	default:
+		sc.front = append(sc.front[:w], next[w:]...)
+		sc.next = next[:0]
+	}
 	return nil
 }
 
@@ -790,11 +803,27 @@ func (sc *scanner) remember(prefix []byte, cur cursor, slots []byte) {
 	for used > 0 && binary.LittleEndian.Uint64(slots[8*(used-1):]) == 0 {
 		used--
 	}
+	if c, ok := s.t.cache.Get(prefix); ok && c.Addr == uint64(cur.sl.addr()) && sameWords(c.Slots(), slots[:8*used]) {
+		return // compared in place: most scans read a node as cached
+	}
 	words := s.slotWords[:used]
 	for i := range words {
 		words[i] = binary.LittleEndian.Uint64(slots[8*i:])
 	}
-	s.cacheNode(prefix, cur.sl.addr(), words, cur.level)
+	s.cacheNode(prefix, cur.sl.addr(), words, int(cur.level))
+}
+
+// sameWords reports whether b holds the words of w, little-endian.
+func sameWords(w []uint64, b []byte) bool {
+	if 8*len(w) != len(b) {
+		return false
+	}
+	for i, x := range w {
+		if binary.LittleEndian.Uint64(b[8*i:]) != x {
+			return false
+		}
+	}
+	return true
 }
 
 // fromCache replaces the frontier's entry i, the slot of a NODE_256, by the
@@ -1089,7 +1118,7 @@ func (sc *scanner) children(next []entry, rest entry, slots []byte, order []uint
 		*e = entry{}
 		e.cur.addr, e.cur.sl, e.cur.node = nodeSlotAddr(node, i), slot(binary.LittleEndian.Uint64(slots[8*i:])), node
 		e.inside = above < int(e.cur.sl.partial()) && int(e.cur.sl.partial()) < below
-		e.cur.depth, e.cur.level = int(rest.pathLen)+1, rest.cur.level+1
+		e.cur.depth, e.cur.level = int16(rest.pathLen+1), rest.cur.level+1
 		e.pathOff, e.pathLen, e.snap = rest.pathOff, rest.pathLen, rest.snap
 	}
 	return next

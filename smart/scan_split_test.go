@@ -111,5 +111,5 @@ func published(t *testing.T, tr *Tree, d descent) bool {
 	}
 	defer tr.release(s)
 	ws := readWords(t, s, d.cur.addr, d.cur.sl.addr().Add(nodeHeaderOff))
-	return slot(ws[0]) != d.cur.sl && header(ws[1]).depth() == d.cur.depth
+	return slot(ws[0]) != d.cur.sl && header(ws[1]).depth() == int(d.cur.depth)
 }

@@ -109,7 +109,7 @@ func (s *session) insertIntoNode(ctx context.Context, d descent, key, value []by
 					return false, d.cur, err
 				}
 			}
-			return false, cursor{addr: n.slotAddr(j), sl: got, depth: d.pos + 1, level: d.cur.level + 1, node: n.addr}, nil
+			return false, cursor{addr: n.slotAddr(j), sl: got, depth: int16(d.pos + 1), level: d.cur.level + 1, node: n.addr}, nil
 		}
 		// Slot j went to another partial key: fix the leaf's reverse pointer
 		// and try the next slot (in the same round trip if the leaf is on
@@ -176,7 +176,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 	for lcp < len(e1) && lcp < len(e2) && e1[lcp] == e2[lcp] {
 		lcp++
 	}
-	if lcp < cur.depth || lcp >= len(e1) || lcp >= len(e2) {
+	if lcp < int(cur.depth) || lcp >= len(e1) || lcp >= len(e2) {
 		s.unlockAsync(ctx, cur.sl)
 		return false, cur, corruptf("leaf %v under slot %v does not share the path to it", cur.sl.addr(), cur.addr)
 	}
@@ -234,7 +234,7 @@ func (s *session) splitLeaf(ctx context.Context, cur cursor, old leafView, key, 
 		return false, next, err
 	}
 	s.unlockAsync(ctx, cur.sl)
-	s.rememberNew(cur, repl, e1[:lcp], chain.final, cur.level+chain.n, chain.oldSlot, chain.newSlot)
+	s.rememberNew(cur, repl, e1[:lcp], chain.final, int(cur.level)+chain.n, chain.oldSlot, chain.newSlot)
 	return true, cur, nil
 }
 
@@ -359,7 +359,7 @@ func (c chain) nodeType(i int) nodeType {
 func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, value []byte) (chain, error) {
 	e1, e2 := s.enc, s.enc2
 	var c chain
-	c.n = (lcp - cur.depth) / 7
+	c.n = (lcp - int(cur.depth)) / 7
 	c.firstType, c.rest = s.t.splitType(s.parentDense(cur)), s.t.splitType(false)
 	first, err := s.chainAlloc(ctx, cur, c.firstType)
 	if err != nil {
@@ -372,7 +372,7 @@ func (s *session) buildChain(ctx context.Context, cur cursor, lcp int, key, valu
 		return c, s.dropNode(first, c.firstType, err)
 	}
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
-	node, rev, d := first, cur.addr, cur.depth
+	node, rev, d := first, cur.addr, int(cur.depth)
 	for i := range c.n {
 		next, err := s.allocNear(ctx, mn, s.t.nodeAlloc(c.rest), addrAlign)
 		if err != nil {
@@ -553,7 +553,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	n := &s.node
 	cur := d.cur
 	m := d.mismatchAt
-	pos := cur.depth + m
+	pos := int(cur.depth) + m
 	nodeAddr, h, typ := n.addr, n.h, n.typ
 	ma, err := s.allocOn(ctx, -1, s.t.nodeAlloc(node4), addrAlign)
 	if err != nil {
@@ -564,7 +564,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	if err != nil {
 		return false, cur, err
 	}
-	mh := makeHeader(cur.depth, node4, s.enc[cur.depth:pos])
+	mh := makeHeader(int(cur.depth), node4, s.enc[cur.depth:pos])
 	s.staged, s.pieces = s.staged[:0], s.pieces[:0]
 	s.stage(ma, nodeImage(s.img, cur.addr, mh,
 		nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr),
@@ -577,7 +577,7 @@ func (s *session) splitHeader(ctx context.Context, d descent, key, value []byte)
 	// move its reverse pointer before returning (I5).
 	repl := nodeSlot(cur.sl.partial(), node4, ma)
 	ok, next, err := s.publish(ctx, cur, ops, repl, nodeAddr.Add(nodeRevOff), rev, func(flagged remote.Addr) error {
-		s.rememberNew(cur, repl, s.enc[:pos], ma, cur.level,
+		s.rememberNew(cur, repl, s.enc[:pos], ma, int(cur.level),
 			nodeSlot(h.prefixByte(n.skip+m), typ, nodeAddr), leafSlot(s.enc[pos], class, la))
 		return s.lowerHeader(context.WithoutCancel(ctx), nodeAddr, h, target, flagged, nodeSlotAddr(ma, 0))
 	})

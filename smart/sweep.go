@@ -151,7 +151,7 @@ func (w *sweeper) node(ctx context.Context, cur cursor, depth int) error {
 func (w *sweeper) children(ctx context.Context, a remote.Addr, buf []byte, childDepth int) error {
 	for i := range slotsRead(buf) {
 		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:])).thawed()
-		child := cursor{addr: nodeSlotAddr(a, i), sl: sl, depth: childDepth, node: a}
+		child := cursor{addr: nodeSlotAddr(a, i), sl: sl, depth: int16(childDepth), node: a}
 		var err error
 		switch {
 		case sl.isEmpty() || sl.isTombstone():
@@ -200,7 +200,7 @@ func (w *sweeper) moving(ctx context.Context, cur cursor, rev remote.Addr, buf [
 	if err != nil || slot(p).isLeaf() || !slot(p).isChild() || slot(p).isFrozen() {
 		return err
 	}
-	return w.node(ctx, cur.with(slot(p)), cur.depth)
+	return w.node(ctx, cur.with(slot(p)), int(cur.depth))
 }
 
 // slotsRead is how many slots a node read into buf (by nodeReadBytes)

@@ -140,7 +140,7 @@ func (v *verifier) node(ctx context.Context, cur cursor, path []byte) error {
 		}
 		i := order[b]
 		sl := slot(binary.LittleEndian.Uint64(buf[nodeSlotsOff+8*i:]))
-		child := cursor{addr: nodeSlotAddr(a, i), sl: sl, depth: len(path) + 1}
+		child := cursor{addr: nodeSlotAddr(a, i), sl: sl, depth: int16(len(path) + 1)}
 		cpath := append(slices.Clip(path), byte(b))
 		var err error
 		switch {
