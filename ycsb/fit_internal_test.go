@@ -1,7 +1,9 @@
 package ycsb
 
 import (
+	"context"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -36,5 +38,18 @@ func TestQuoteKey(t *testing.T) {
 		if got := quoteKey(c.key); got != c.want {
 			t.Errorf("quoteKey(%q) = %s, want %s", c.key, got, c.want)
 		}
+	}
+}
+
+// An operation of an unknown kind fails unmeasured (it indexed the
+// histograms out of range); Validate keeps such operations out of traces.
+func TestExecUnknownKind(t *testing.T) {
+	hs := new(histSet)
+	app, err := new(runner).exec(context.Background(), nil, hs, nil, Op{Kind: numOpKinds, Key: []byte("k")}, nil, 0)
+	if err == nil || !strings.Contains(err.Error(), "unknown operation kind OpKind(5)") || app != 0 {
+		t.Errorf("exec of OpKind(5) = %d, %v; want 0 and an error naming the kind", app, err)
+	}
+	if hs.overall != nil {
+		t.Error("exec measured an operation of an unknown kind")
 	}
 }

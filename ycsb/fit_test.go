@@ -22,6 +22,7 @@ func limited(ycsb.IndexConfig) ycsb.Footprint {
 
 func TestValidateRejects(t *testing.T) {
 	long := []ycsb.Op{{Kind: ycsb.OpInsert, Key: make([]byte, 17)}}
+	key0 := ycsb.KeyInt.AppendKey(nil, 0)
 	for _, c := range []struct {
 		name   string
 		edit   func(*ycsb.Config)
@@ -74,6 +75,13 @@ func TestValidateRejects(t *testing.T) {
 			c.Footprint, c.Records = limited, 2_000_000
 		}, remote.ErrOutOfMemory, "more than their 1 × 64.0 MiB"},
 		{"empty run trace", func(c *ycsb.Config) { c.RunTrace = []ycsb.Op{} }, nil, "the run trace has no operations"},
+		// An unknown kind panicked in a client (the process died).
+		{"unknown operation in the run trace", func(c *ycsb.Config) {
+			c.RunTrace = []ycsb.Op{{Kind: ycsb.OpRead, Key: key0}, {Kind: ycsb.OpKind(9), Key: key0}}
+		}, nil, "ycsb: RunTrace[1]: unknown operation kind OpKind(9)"},
+		{"unknown operation in the load trace", func(c *ycsb.Config) {
+			c.LoadTrace, c.RunTrace = []ycsb.Op{{Kind: ycsb.OpReadModifyWrite + 1, Key: key0}}, []ycsb.Op{{Kind: ycsb.OpRead, Key: key0}}
+		}, nil, "ycsb: LoadTrace[0]: unknown operation kind OpKind(5)"},
 	} {
 		cfg := config(t, "a", ycsb.ModeSim)
 		c.edit(&cfg)

@@ -147,7 +147,9 @@ type Config struct {
 	// phases: each phase's operations are split into contiguous slices,
 	// one per client, as SMART's split_workload.py does. Records and Ops
 	// are then taken from the traces. A RunTrace without operations (set
-	// but empty) is an error.
+	// but empty) is an error, and so is an operation of either trace of a
+	// kind other than OpRead to OpReadModifyWrite (the error names the
+	// field and the operation's index). Both traces may hold any of them.
 	LoadTrace, RunTrace []Op
 
 	// MemoryNodes, ComputeNodes and ClientsPerCN size the cluster (0: the
@@ -468,6 +470,12 @@ func (cfg Config) normalized() (Config, error) {
 	if cfg.LoadTrace != nil && cfg.RunTrace == nil {
 		return cfg, errors.New("ycsb: a load trace needs a run trace")
 	}
+	if err := checkTrace("LoadTrace", cfg.LoadTrace); err != nil {
+		return cfg, err
+	}
+	if err := checkTrace("RunTrace", cfg.RunTrace); err != nil {
+		return cfg, err
+	}
 	switch {
 	case cfg.LoadClientsPerCN < 0:
 		return cfg, fmt.Errorf("ycsb: negative LoadClientsPerCN %d", cfg.LoadClientsPerCN)
@@ -493,6 +501,19 @@ func (cfg Config) normalized() (Config, error) {
 		cfg.NodeBytes = defaultNodeBytes(records, cfg.MemoryNodes, cfg.ComputeNodes*cfg.ClientsPerCN)
 	}
 	return cfg, nil
+}
+
+// checkTrace checks the operations of trace, the Config field name, for
+// what Run executes: kinds of the defined set (OpRead to
+// OpReadModifyWrite). The error names the field, the operation's index and
+// its kind.
+func checkTrace(name string, trace []Op) error {
+	for i, op := range trace {
+		if op.Kind >= numOpKinds {
+			return fmt.Errorf("ycsb: %s[%d]: unknown operation kind %v", name, i, op.Kind)
+		}
+	}
+	return nil
 }
 
 // defaultNodeBytes is the default size of each of mns memory nodes for
@@ -796,7 +817,8 @@ loop:
 // read-modify-write, those of its read and update, as YCSB does) and
 // returns the key and value bytes it handed to or returned to the
 // application. It writes the values of w's writes, in value's buffer. An
-// operation stopped by crash injection is not measured.
+// operation stopped by crash injection is not measured, and neither is one
+// of an unknown kind, which fails.
 func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, w *writer, op Op, value []byte, t0 time.Duration) (int64, error) {
 	var (
 		st  = statusOK
@@ -841,6 +863,8 @@ func (r *runner) exec(ctx context.Context, ix index.Index, hs *histSet, w *write
 			}
 			app += int64(len(op.Key) + len(value))
 		}
+	default: // Validate refuses traces with such operations
+		return 0, fmt.Errorf("ycsb: unknown operation kind %v", op.Kind)
 	}
 	if crashed(err) {
 		return app, err
