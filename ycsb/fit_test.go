@@ -82,6 +82,15 @@ func TestValidateRejects(t *testing.T) {
 		{"unknown operation in the load trace", func(c *ycsb.Config) {
 			c.LoadTrace, c.RunTrace = []ycsb.Op{{Kind: ycsb.OpReadModifyWrite + 1, Key: key0}}, []ycsb.Op{{Kind: ycsb.OpRead, Key: key0}}
 		}, nil, "ycsb: LoadTrace[0]: unknown operation kind OpKind(5)"},
+		// A length of 0 or less scanned the whole index (index.ScanLimit's
+		// "no bound").
+		{"scan of length 0 in the run trace", func(c *ycsb.Config) {
+			c.RunTrace = []ycsb.Op{{Kind: ycsb.OpScan, Key: key0, ScanLength: 1}, {Kind: ycsb.OpScan, Key: key0}}
+		}, nil, "ycsb: RunTrace[1]: SCAN of length 0, want at least 1 pair"},
+		{"scan of negative length in the load trace", func(c *ycsb.Config) {
+			c.LoadTrace = []ycsb.Op{{Kind: ycsb.OpInsert, Key: key0}, {Kind: ycsb.OpScan, Key: key0, ScanLength: -1}}
+			c.RunTrace = []ycsb.Op{{Kind: ycsb.OpRead, Key: key0}}
+		}, nil, "ycsb: LoadTrace[1]: SCAN of length -1, want at least 1 pair"},
 	} {
 		cfg := config(t, "a", ycsb.ModeSim)
 		c.edit(&cfg)

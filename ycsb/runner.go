@@ -148,8 +148,9 @@ type Config struct {
 	// one per client, as SMART's split_workload.py does. Records and Ops
 	// are then taken from the traces. A RunTrace without operations (set
 	// but empty) is an error, and so is an operation of either trace of a
-	// kind other than OpRead to OpReadModifyWrite (the error names the
-	// field and the operation's index). Both traces may hold any of them.
+	// kind other than OpRead to OpReadModifyWrite or a SCAN whose
+	// ScanLength is below 1 (the error names the field and the operation's
+	// index). Both traces may hold any of these kinds.
 	LoadTrace, RunTrace []Op
 
 	// MemoryNodes, ComputeNodes and ClientsPerCN size the cluster (0: the
@@ -505,12 +506,17 @@ func (cfg Config) normalized() (Config, error) {
 
 // checkTrace checks the operations of trace, the Config field name, for
 // what Run executes: kinds of the defined set (OpRead to
-// OpReadModifyWrite). The error names the field, the operation's index and
-// its kind.
+// OpReadModifyWrite), and scans of at least one pair (index.ScanLimit
+// takes a length of 0 or less for no bound: the scan would read the whole
+// index). The error names the field, the operation's index and what is
+// wrong with it.
 func checkTrace(name string, trace []Op) error {
 	for i, op := range trace {
-		if op.Kind >= numOpKinds {
+		switch {
+		case op.Kind >= numOpKinds:
 			return fmt.Errorf("ycsb: %s[%d]: unknown operation kind %v", name, i, op.Kind)
+		case op.Kind == OpScan && op.ScanLength < 1:
+			return fmt.Errorf("ycsb: %s[%d]: SCAN of length %d, want at least 1 pair", name, i, op.ScanLength)
 		}
 	}
 	return nil

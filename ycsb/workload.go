@@ -46,7 +46,8 @@ type Op struct {
 	// Key is the operation's key (the first key of a scan). A Stream reuses
 	// its buffer: the slice is valid until the Stream's next call.
 	Key []byte
-	// ScanLength is the number of pairs a SCAN asks for.
+	// ScanLength is the number of pairs a SCAN asks for: at least 1 (Run
+	// refuses a trace SCAN of less).
 	ScanLength int
 	// seq is 1 + the key number of an insert made by a Generator, so that
 	// Generator.Ack can acknowledge it; 0 otherwise.
