@@ -1,11 +1,12 @@
 package ycsb
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
+	"unicode"
 )
 
 // KeyType turns YCSB key numbers into index keys.
@@ -69,16 +70,25 @@ func (k KeyType) AppendKey(dst []byte, v uint64) []byte {
 }
 
 // FormatKey returns key as it appears in an index-microbench trace: the
-// decimal number for KeyInt, the address itself for KeyEmail.
+// decimal number for KeyInt, the address itself for KeyEmail. A key that is
+// not one of the type (a KeyInt key that is not 8 bytes long; an empty
+// KeyEmail key, or one with white space) has no such text: FormatKey then
+// returns a text that ParseKey rejects, a KeyInt key quoted as error
+// messages quote keys ("abc", or 0x0102 for binary bytes), a KeyEmail key
+// as it is; WriteTrace refuses such keys.
 func (k KeyType) FormatKey(key []byte) string {
-	if k == KeyInt && len(key) == 8 {
-		return strconv.FormatUint(binary.BigEndian.Uint64(key), 10)
+	switch {
+	case k != KeyInt:
+		return string(key)
+	case len(key) != 8:
+		return quoteKey(key)
 	}
-	return string(key)
+	return strconv.FormatUint(binary.BigEndian.Uint64(key), 10)
 }
 
 // ParseKey is the inverse of FormatKey. KeyInt accepts any unsigned 64-bit
-// decimal; KeyEmail accepts any non-empty token without white space.
+// decimal; KeyEmail accepts any non-empty token without white space (as
+// unicode.IsSpace defines it, where ReadTrace splits a line into fields).
 func (k KeyType) ParseKey(s string) ([]byte, error) {
 	if k == KeyInt {
 		v, err := strconv.ParseUint(s, 10, 64)
@@ -87,10 +97,24 @@ func (k KeyType) ParseKey(s string) ([]byte, error) {
 		}
 		return binary.BigEndian.AppendUint64(nil, v), nil
 	}
-	if s == "" || strings.ContainsAny(s, " \t\r\n") {
-		return nil, fmt.Errorf("ycsb: email key %q is empty or has white space", s)
+	key := []byte(s)
+	if err := k.checkKey(key); err != nil {
+		return nil, fmt.Errorf("ycsb: %w", err)
 	}
-	return []byte(s), nil
+	return key, nil
+}
+
+// checkKey returns nil if key is a key of type k, one whose text
+// (FormatKey) ParseKey reads back as key: 8 bytes for KeyInt, a non-empty
+// token without white space for KeyEmail. Otherwise it says why not.
+func (k KeyType) checkKey(key []byte) error {
+	switch {
+	case k == KeyInt && len(key) != 8:
+		return fmt.Errorf("int key %s is %d bytes long, not 8", quoteKey(key), len(key))
+	case k != KeyInt && (len(key) == 0 || bytes.ContainsFunc(key, unicode.IsSpace)):
+		return fmt.Errorf("email key %s is empty or has white space", quoteKey(key))
+	}
+	return nil
 }
 
 // FNVHash64 is YCSB's Utils.fnvhash64: 64-bit FNV-1a over the eight bytes

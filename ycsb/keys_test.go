@@ -42,6 +42,35 @@ func TestIntKeysOrderAndRoundTrip(t *testing.T) {
 	}
 }
 
+// A key that is not one of its type is formatted as a text ParseKey
+// rejects (KeyInt.FormatKey returned the bytes of a key not 8 bytes long:
+// "12" read back as the key of 12), and ParseKey takes no token that
+// ReadTrace would split.
+func TestKeysNotOfTheType(t *testing.T) {
+	for _, c := range []struct {
+		keys KeyType
+		key  []byte
+		want string
+	}{
+		{KeyInt, []byte{1, 2}, "0x0102"},
+		{KeyInt, []byte("12"), `"12"`},
+		{KeyInt, nil, `""`},
+		{KeyInt, make([]byte, 9), "0x000000000000000000"},
+		{KeyEmail, []byte("a b"), "a b"},
+		{KeyEmail, nil, ""},
+		{KeyEmail, []byte("a\u00a0b"), "a\u00a0b"},
+		{KeyEmail, []byte("a\u2028b"), "a\u2028b"},
+	} {
+		s := c.keys.FormatKey(c.key)
+		if s != c.want {
+			t.Errorf("%v.FormatKey(%q) = %q, want %q", c.keys, c.key, s, c.want)
+		}
+		if back, err := c.keys.ParseKey(s); err == nil {
+			t.Errorf("%v.ParseKey(FormatKey(%q)) = %q, want an error", c.keys, c.key, back)
+		}
+	}
+}
+
 func TestEmailKeys(t *testing.T) {
 	// Names must be prefix-free, or name+digits could collide.
 	for i, a := range emailNames {

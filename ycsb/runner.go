@@ -505,19 +505,27 @@ func (cfg Config) normalized() (Config, error) {
 }
 
 // checkTrace checks the operations of trace, the Config field name, for
-// what Run executes: kinds of the defined set (OpRead to
-// OpReadModifyWrite), and scans of at least one pair (index.ScanLimit
-// takes a length of 0 or less for no bound: the scan would read the whole
-// index). The error names the field, the operation's index and what is
-// wrong with it.
+// what Run executes (Op.check). The error names the field, the operation's
+// index and what is wrong with it.
 func checkTrace(name string, trace []Op) error {
-	for i, op := range trace {
-		switch {
-		case op.Kind >= numOpKinds:
-			return fmt.Errorf("ycsb: %s[%d]: unknown operation kind %v", name, i, op.Kind)
-		case op.Kind == OpScan && op.ScanLength < 1:
-			return fmt.Errorf("ycsb: %s[%d]: SCAN of length %d, want at least 1 pair", name, i, op.ScanLength)
+	for i := range trace {
+		if err := trace[i].check(); err != nil {
+			return fmt.Errorf("ycsb: %s[%d]: %w", name, i, err)
 		}
+	}
+	return nil
+}
+
+// check returns why op cannot be run (Run) or written to a trace
+// (WriteTrace), or nil: a kind outside the defined set (OpRead to
+// OpReadModifyWrite), or a SCAN of fewer than 1 pair (index.ScanLimit takes
+// a length of 0 or less for no bound: the scan would read the whole index).
+func (op *Op) check() error {
+	switch {
+	case op.Kind >= numOpKinds:
+		return fmt.Errorf("unknown operation kind %v", op.Kind)
+	case op.Kind == OpScan && op.ScanLength < 1:
+		return fmt.Errorf("SCAN of length %d, want at least 1 pair", op.ScanLength)
 	}
 	return nil
 }
