@@ -79,7 +79,11 @@
 // tables and histograms and each client's buffers, must fit the machine's
 // available memory (MemAvailable on Linux, GOMEMLIMIT, a cgroup's
 // memory.max, or Config.MemoryLimit), memory nodes of an explicit size its
-// physical memory, and the minimum runtime Config.MaxRuntime. Failures wrap
-// ErrTooLarge, ErrTooLong, remote.ErrOutOfMemory, index.ErrKeyTooLong or
-// index.ErrValueTooLarge and name the estimate and the limit.
+// physical memory, and the minimum runtime Config.MaxRuntime. A run that
+// does not fit fails with an error wrapping ErrTooLarge, ErrTooLong or
+// remote.ErrOutOfMemory that names the estimate and the limit; a Config
+// that is invalid whatever the machine (a field out of range, a trace
+// operation Run cannot execute, keys or values beyond the index's limits:
+// index.ErrKeyTooLong, index.ErrValueTooLarge) with one wrapping
+// ErrInvalid.
 package ycsb

@@ -24,6 +24,23 @@ var (
 	ErrTooLong = errors.New("ycsb: run too long")
 )
 
+// ErrInvalid: Validate (and Run, Load and Estimate, before anything is
+// allocated) refuses the Config itself, whatever the machine: a field out
+// of range or contradicting another, a workload that reads records with
+// Records 0, a trace operation Run cannot execute, or keys, values or
+// memory nodes beyond the index's limits (Footprint; these also wrap
+// index.ErrKeyTooLong or index.ErrValueTooLarge). The error's text is the
+// cause's, naming the field; errors.Is(err, ErrInvalid) tells it from a
+// run that does not fit (ErrTooLarge, ErrTooLong, remote.ErrOutOfMemory).
+var ErrInvalid = errors.New("ycsb: invalid Config")
+
+// invalidError is a refusal of the Config itself: its text is err's, and
+// it wraps both err and ErrInvalid.
+type invalidError struct{ err error }
+
+func (e invalidError) Error() string   { return e.err.Error() }
+func (e invalidError) Unwrap() []error { return []error{e.err, ErrInvalid} }
+
 // DefaultMaxRuntime is the runtime bound of a Config whose MaxRuntime is 0.
 const DefaultMaxRuntime = 24 * time.Hour
 
@@ -126,8 +143,9 @@ func (cfg Config) Estimate() (Estimate, error) {
 // Validate reports whether Run would accept cfg: valid fields, keys and
 // values the index stores (Footprint), records that fit in the memory
 // nodes, and a run that fits the machine's memory (MemoryLimit) and
-// MaxRuntime. Run performs the same checks before
-// it allocates anything.
+// MaxRuntime. Run performs the same checks before it allocates anything.
+// A refusal of the Config itself wraps ErrInvalid; one of a run that does
+// not fit wraps ErrTooLarge, ErrTooLong or remote.ErrOutOfMemory.
 func (cfg Config) Validate() error {
 	n, err := cfg.normalized()
 	if err != nil {
@@ -192,11 +210,11 @@ func (cfg *Config) fits(explicitNodes bool) error {
 	}
 	switch {
 	case fp.MaxKeyLen > 0 && ic.KeySize > fp.MaxKeyLen:
-		return fmt.Errorf("%w: keys of %d bytes, %s stores at most %d", index.ErrKeyTooLong, ic.KeySize, cfg.Index, fp.MaxKeyLen)
+		return invalidError{fmt.Errorf("%w: keys of %d bytes, %s stores at most %d", index.ErrKeyTooLong, ic.KeySize, cfg.Index, fp.MaxKeyLen)}
 	case fp.MaxValueLen > 0 && cfg.ValueSize > fp.MaxValueLen:
-		return fmt.Errorf("%w: values of %d bytes, %s stores at most %d", index.ErrValueTooLarge, cfg.ValueSize, cfg.Index, fp.MaxValueLen)
+		return invalidError{fmt.Errorf("%w: values of %d bytes, %s stores at most %d", index.ErrValueTooLarge, cfg.ValueSize, cfg.Index, fp.MaxValueLen)}
 	case fp.MaxMemoryNodes > 0 && cfg.MemoryNodes > fp.MaxMemoryNodes:
-		return fmt.Errorf("ycsb: %d memory nodes, %s addresses at most %d", cfg.MemoryNodes, cfg.Index, fp.MaxMemoryNodes)
+		return invalidError{fmt.Errorf("ycsb: %d memory nodes, %s addresses at most %d", cfg.MemoryNodes, cfg.Index, fp.MaxMemoryNodes)}
 	}
 	est := cfg.estimate(ic)
 	if cfg.MemoryLimit >= 0 {
@@ -224,7 +242,7 @@ func (cfg *Config) fits(explicitNodes bool) error {
 		}
 	}
 	if explicitNodes && fp.MaxNodeBytes > 0 && cfg.NodeBytes > fp.MaxNodeBytes {
-		return fmt.Errorf("ycsb: memory nodes of %s, %s addresses at most %s each", bytesText(float64(cfg.NodeBytes)), cfg.Index, bytesText(float64(fp.MaxNodeBytes)))
+		return invalidError{fmt.Errorf("ycsb: memory nodes of %s, %s addresses at most %s each", bytesText(float64(cfg.NodeBytes)), cfg.Index, bytesText(float64(fp.MaxNodeBytes)))}
 	}
 	// (Shm's MemoryNodes 0 is the nodes its directory holds, unknown here.)
 	if nodes := float64(cfg.MemoryNodes) * float64(cfg.NodeBytes); explicitNodes && cfg.MemoryNodes > 0 && float64(est.RemoteBytes) > nodes {

@@ -48,55 +48,64 @@ func TestValidateRejects(t *testing.T) {
 		{"more operations than a day allows", func(c *ycsb.Config) { c.Ops = 100_000_000_000 },
 			ycsb.ErrTooLong, "more than the limit of 24h0m0s"},
 		{"NaN weight", func(c *ycsb.Config) { c.Workload.Read = math.NaN() },
-			nil, `workload "a": proportions must be finite (read NaN, update 0.5`},
+			ycsb.ErrInvalid, `workload "a": proportions must be finite (read NaN, update 0.5`},
 		{"infinite weight", func(c *ycsb.Config) { c.Workload.Update = math.Inf(1) },
-			nil, `workload "a": proportions must be finite`},
+			ycsb.ErrInvalid, `workload "a": proportions must be finite`},
 		{"NaN Zipfian constant", func(c *ycsb.Config) { c.Workload.ZipfTheta = math.NaN() },
-			nil, `workload "a": Zipfian constant NaN`},
+			ycsb.ErrInvalid, `workload "a": Zipfian constant NaN`},
 		{"negative weight", func(c *ycsb.Config) { c.Workload.Read = -1 },
-			nil, `workload "a": proportions must be non-negative`},
+			ycsb.ErrInvalid, `workload "a": proportions must be non-negative`},
 		{"negative compute nodes", func(c *ycsb.Config) { c.ComputeNodes = -1 },
-			nil, "negative node or client count: MemoryNodes 2, ComputeNodes -1, ClientsPerCN 3"},
-		{"negative clients", func(c *ycsb.Config) { c.ClientsPerCN = -3 }, nil, "ClientsPerCN -3"},
-		{"negative memory nodes", func(c *ycsb.Config) { c.MemoryNodes = -2 }, nil, "MemoryNodes -2"},
+			ycsb.ErrInvalid, "negative node or client count: MemoryNodes 2, ComputeNodes -1, ClientsPerCN 3"},
+		{"negative clients", func(c *ycsb.Config) { c.ClientsPerCN = -3 }, ycsb.ErrInvalid, "ClientsPerCN -3"},
+		{"negative memory nodes", func(c *ycsb.Config) { c.MemoryNodes = -2 }, ycsb.ErrInvalid, "MemoryNodes -2"},
 		{"more memory nodes than a pool addresses", func(c *ycsb.Config) { c.MemoryNodes, c.NodeBytes = remote.MaxMemoryNodes+1, 0 },
-			nil, "65537 memory nodes, more than a pool addresses (65536)"},
+			ycsb.ErrInvalid, "65537 memory nodes, more than a pool addresses (65536)"},
 		{"more memory nodes than the index addresses", func(c *ycsb.Config) {
 			c.MemoryNodes, c.Footprint = 3, func(ycsb.IndexConfig) ycsb.Footprint { return ycsb.Footprint{MaxMemoryNodes: 2} }
-		}, nil, "3 memory nodes, mem addresses at most 2"},
+		}, ycsb.ErrInvalid, "3 memory nodes, mem addresses at most 2"},
 		{"larger memory nodes than the index addresses", func(c *ycsb.Config) {
 			c.Footprint = func(ycsb.IndexConfig) ycsb.Footprint { return ycsb.Footprint{MaxNodeBytes: 32 << 20} }
-		}, nil, "memory nodes of 64.0 MiB, mem addresses at most 32.0 MiB each"},
+		}, ycsb.ErrInvalid, "memory nodes of 64.0 MiB, mem addresses at most 32.0 MiB each"},
 		{"memnode servers other than MemoryNodes", func(c *ycsb.Config) {
 			c.Mode, c.TCP = ycsb.ModeTCP, remote.TCPConfig{MemoryNodes: []string{"127.0.0.1:1"}}
-		}, nil, "MemoryNodes 2, but mode tcp lists 1 memory nodes"},
+		}, ycsb.ErrInvalid, "MemoryNodes 2, but mode tcp lists 1 memory nodes"},
 		{"records beyond the memnode servers", func(c *ycsb.Config) {
 			c.Mode, c.MemoryNodes, c.TCP = ycsb.ModeTCP, 0, remote.TCPConfig{MemoryNodes: []string{"127.0.0.1:1"}}
 			c.Footprint, c.Records = limited, 2_000_000
 		}, remote.ErrOutOfMemory, "more than their 1 × 64.0 MiB"},
-		{"empty run trace", func(c *ycsb.Config) { c.RunTrace = []ycsb.Op{} }, nil, "the run trace has no operations"},
+		{"empty run trace", func(c *ycsb.Config) { c.RunTrace = []ycsb.Op{} }, ycsb.ErrInvalid, "the run trace has no operations"},
+		// Validate accepted it and Run refused it (NewGenerator's check).
+		{"a workload that reads, without records", func(c *ycsb.Config) { c.Records = 0 },
+			ycsb.ErrInvalid, `workload "a" reads existing records but records is 0`},
 		// An unknown kind panicked in a client (the process died).
 		{"unknown operation in the run trace", func(c *ycsb.Config) {
 			c.RunTrace = []ycsb.Op{{Kind: ycsb.OpRead, Key: key0}, {Kind: ycsb.OpKind(9), Key: key0}}
-		}, nil, "ycsb: RunTrace[1]: unknown operation kind OpKind(9)"},
+		}, ycsb.ErrInvalid, "ycsb: RunTrace[1]: unknown operation kind OpKind(9)"},
 		{"unknown operation in the load trace", func(c *ycsb.Config) {
 			c.LoadTrace, c.RunTrace = []ycsb.Op{{Kind: ycsb.OpReadModifyWrite + 1, Key: key0}}, []ycsb.Op{{Kind: ycsb.OpRead, Key: key0}}
-		}, nil, "ycsb: LoadTrace[0]: unknown operation kind OpKind(5)"},
+		}, ycsb.ErrInvalid, "ycsb: LoadTrace[0]: unknown operation kind OpKind(5)"},
 		// A length of 0 or less scanned the whole index (index.ScanLimit's
 		// "no bound").
 		{"scan of length 0 in the run trace", func(c *ycsb.Config) {
 			c.RunTrace = []ycsb.Op{{Kind: ycsb.OpScan, Key: key0, ScanLength: 1}, {Kind: ycsb.OpScan, Key: key0}}
-		}, nil, "ycsb: RunTrace[1]: SCAN of length 0, want at least 1 pair"},
+		}, ycsb.ErrInvalid, "ycsb: RunTrace[1]: SCAN of length 0, want at least 1 pair"},
 		{"scan of negative length in the load trace", func(c *ycsb.Config) {
 			c.LoadTrace = []ycsb.Op{{Kind: ycsb.OpInsert, Key: key0}, {Kind: ycsb.OpScan, Key: key0, ScanLength: -1}}
 			c.RunTrace = []ycsb.Op{{Kind: ycsb.OpRead, Key: key0}}
-		}, nil, "ycsb: LoadTrace[1]: SCAN of length -1, want at least 1 pair"},
+		}, ycsb.ErrInvalid, "ycsb: LoadTrace[1]: SCAN of length -1, want at least 1 pair"},
 	} {
 		cfg := config(t, "a", ycsb.ModeSim)
 		c.edit(&cfg)
 		err := cfg.Validate()
 		if err == nil || c.want != nil && !errors.Is(err, c.want) || !strings.Contains(fmtErr(err), c.phrase) {
 			t.Errorf("%s: Validate = %v, want %v naming %q", c.name, err, c.want, c.phrase)
+		}
+		// A refusal of the Config itself wraps ErrInvalid (index limits
+		// too); a run that does not fit does not.
+		fits := errors.Is(err, ycsb.ErrTooLarge) || errors.Is(err, ycsb.ErrTooLong) || errors.Is(err, remote.ErrOutOfMemory)
+		if errors.Is(err, ycsb.ErrInvalid) == fits {
+			t.Errorf("%s: Validate = %v: wraps ErrInvalid %v, a run that does not fit %v", c.name, err, !fits, fits)
 		}
 		if _, runErr := ycsb.Run(context.Background(), cfg); fmtErr(runErr) != fmtErr(err) {
 			t.Errorf("%s: Run = %v, Validate = %v", c.name, runErr, err)

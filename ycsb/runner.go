@@ -110,7 +110,8 @@ type Config struct {
 	// Workload, Keys, Records and Ops define the generated operations:
 	// Records records are loaded, then Ops operations of Workload run,
 	// split evenly over the clients (a LoadOnly workload measures the load
-	// of Records records instead).
+	// of Records records instead). A workload that reads, updates or scans
+	// needs Records ≥ 1.
 	Workload Workload
 	Keys     KeyType
 	Records  int64
@@ -282,8 +283,7 @@ type runner struct {
 // which every later operation failed. In ModeSim every client is a
 // simulated thread and every time is virtual: the same Config gives the
 // same Result. Run first checks cfg as Validate does and allocates nothing
-// if it fails (ErrTooLarge, ErrTooLong, index.ErrKeyTooLong,
-// index.ErrValueTooLarge).
+// if it fails (ErrInvalid, ErrTooLarge, ErrTooLong, remote.ErrOutOfMemory).
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	explicitNodes := cfg.NodeBytes != 0
 	cfg, err := cfg.normalized()
@@ -431,7 +431,19 @@ func runLoad(ctx context.Context, cfg Config, gen *Generator) (*Result, error) {
 	return res, nil
 }
 
+// normalized returns cfg with its defaults filled in, or an error wrapping
+// ErrInvalid that says which field is invalid.
 func (cfg Config) normalized() (Config, error) {
+	n, err := cfg.withDefaults()
+	if err != nil {
+		return cfg, invalidError{err}
+	}
+	return n, nil
+}
+
+// withDefaults returns cfg with its defaults filled in, or an error if a
+// field is invalid.
+func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Open == nil {
 		return cfg, errors.New("ycsb: Config.Open is required")
 	}
@@ -454,7 +466,11 @@ func (cfg Config) normalized() (Config, error) {
 		return cfg, fmt.Errorf("ycsb: negative value size, records, ops or node bytes")
 	}
 	if cfg.RunTrace == nil {
-		if _, err := cfg.Workload.normalized(); err != nil {
+		w, err := cfg.Workload.normalized()
+		if err != nil {
+			return cfg, err
+		}
+		if err := checkGenerator(w, cfg.Keys, uint64(cfg.Records)); err != nil {
 			return cfg, err
 		}
 	} else if len(cfg.RunTrace) == 0 {

@@ -249,11 +249,8 @@ func NewGenerator(w Workload, keys KeyType, records, ops uint64) (*Generator, er
 	if err != nil {
 		return nil, err
 	}
-	if keys > KeyEmail {
-		return nil, fmt.Errorf("ycsb: unknown key type %v", keys)
-	}
-	if records == 0 && !w.LoadOnly && w.Read+w.Update+w.Scan+w.ReadModifyWrite > 0 {
-		return nil, fmt.Errorf("ycsb: workload %q reads existing records but records is 0", w.Name)
+	if err := checkGenerator(w, keys, records); err != nil {
+		return nil, err
 	}
 	g := &Generator{w: w, keys: keys, records: records, ops: ops,
 		nextSeq: records, acked: records, pending: make(map[uint64]struct{})}
@@ -269,6 +266,19 @@ func NewGenerator(w Workload, keys KeyType, records, ops uint64) (*Generator, er
 		g.latest = NewZipfian(0, max(records-1, 1)-1, w.ZipfTheta)
 	}
 	return g, nil
+}
+
+// checkGenerator checks what NewGenerator needs besides a valid workload
+// (w, normalized): a known key type, and records if w reads, updates or
+// scans them.
+func checkGenerator(w Workload, keys KeyType, records uint64) error {
+	switch {
+	case keys > KeyEmail:
+		return fmt.Errorf("ycsb: unknown key type %v", keys)
+	case records == 0 && !w.LoadOnly && w.Read+w.Update+w.Scan+w.ReadModifyWrite > 0:
+		return fmt.Errorf("ycsb: workload %q reads existing records but records is 0", w.Name)
+	}
+	return nil
 }
 
 // Records returns the number of records of the load phase.

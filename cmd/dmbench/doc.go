@@ -35,15 +35,24 @@
 // estimated memory (records on the memory nodes, per compute node the cache,
 // RDWC or lock tables and histograms, per client its buffers) exceeds the
 // available memory, and runs whose minimum runtime exceeds --max-runtime
-// (24h by default) fail with the estimate and the limit, and exit with
-// status 1. A command whose operations failed prints its results and exits
-// with status 1, naming the first failure; a run whose memory node went away
-// (an operation failed with remote.ErrUnavailable) stops that phase at once
-// and exits with status 1 and that error, without results. An error of the
-// command line (an unknown command or flag, a flag value out of range or
+// (24h by default) fail, naming the estimate and the limit.
+//
+// The exit status is 0 on success and for -h, which prints the flags. It is
+// 2 for bad input, which changing the flags or input files fixes whatever
+// the machine: an unknown command or flag, a flag value out of range or
 // contradicting another, an unknown index or workload, a trace file that
-// cannot be read or holds no operations, a run the index cannot hold) exits
-// with status 2; -h prints the flags and exits with status 0.
+// cannot be read or holds no operations, and a run that the index cannot
+// hold (keys, of --keys or a trace, or values of --value-size longer than
+// it stores; more memory nodes than it addresses) or that cannot run (a
+// workload that reads with --records 0): the errors of ycsb.ErrInvalid,
+// index.ErrKeyTooLong and index.ErrValueTooLarge. It is 1
+// for a run that does not fit this machine, its memory nodes or
+// --max-runtime (ycsb.ErrTooLarge, remote.ErrOutOfMemory,
+// ycsb.ErrTooLong), and for a run that failed: a command whose operations
+// failed prints its results and exits with status 1, naming the first
+// failure; a run whose memory node went away (an operation failed with
+// remote.ErrUnavailable) stops that phase at once and exits with status 1
+// and that error, without results.
 //
 // `dmbench run --json` prints one object with the fields of ycsb.Result:
 // index, workload, mode, records, ops, mns, cns, clients (per compute

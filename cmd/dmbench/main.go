@@ -10,6 +10,9 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+
+	idx "github.com/dmindex/dmindex/index" // index is dmbench's table of indexes
+	"github.com/dmindex/dmindex/ycsb"
 )
 
 const usage = `dmbench benchmarks range indexes on disaggregated memory with YCSB.
@@ -44,22 +47,34 @@ func main() {
 }
 
 // exitStatus prints err on stderr, unless the flag set printed it already,
-// and returns the exit status of the command: 0 for success and -h, 2 for
-// an error of the command line (usageError), 1 for a run that failed or
-// does not fit.
+// and returns the exit status of the command (doc.go): 0 for success and
+// -h, 2 for bad input (badInput), 1 for a run that failed or does not fit.
 func exitStatus(err error, stderr io.Writer) int {
 	var usage usageError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &usage):
-		if !usage.printed {
-			fmt.Fprintln(stderr, "dmbench:", err)
-		}
+	case errors.As(err, &usage) && usage.printed:
 		return 2
 	}
 	fmt.Fprintln(stderr, "dmbench:", err)
+	if badInput(err) {
+		return 2
+	}
 	return 1
+}
+
+// badInput reports whether err is one that changing the flags or input
+// files fixes, whatever the machine: an error of the command line
+// (usageError), or a run that ycsb or the index refuses, before it starts or
+// while it loads (ycsb.ErrInvalid, index.ErrKeyTooLong,
+// index.ErrValueTooLarge). A run that does not fit this machine, its
+// memory nodes or --max-runtime (ycsb.ErrTooLarge, ycsb.ErrTooLong,
+// remote.ErrOutOfMemory) is not bad input, nor is a failed run.
+func badInput(err error) bool {
+	var usage usageError
+	return errors.As(err, &usage) || errors.Is(err, ycsb.ErrInvalid) ||
+		errors.Is(err, idx.ErrKeyTooLong) || errors.Is(err, idx.ErrValueTooLarge)
 }
 
 // dmbench runs the command line args, writing results to stdout and

@@ -145,6 +145,10 @@ func TestFlagErrorsPrintedOnce(t *testing.T) {
 // An error of the command line exits with status 2, printed once; a run
 // that fails or does not fit exits with 1; -h with 0.
 func TestExitStatus(t *testing.T) {
+	longKey := filepath.Join(t.TempDir(), "longk.txt")
+	if err := os.WriteFile(longKey, []byte("INSERT "+strings.Repeat("k", 300)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want int
@@ -165,6 +169,15 @@ func TestExitStatus(t *testing.T) {
 		{[]string{"run", "--mode", "rdma"}, 2},
 		{[]string{"run", "--mns", "257"}, 2},
 		{[]string{"run", "--index", "sherman", "--value-size", "5000"}, 2},
+		{[]string{"run", "--value-size", "65537"}, 2},
+		// Refused by ycsb.Run (a trace key longer than the index stores)
+		// or by Validate only after its options were checked (a workload
+		// that reads, without records): they exited with 1.
+		{[]string{"run", "--run-trace", longKey, "--keys", "email"}, 2},
+		{[]string{"run", "--index", "sherman", "--run-trace", longKey, "--load-trace", longKey, "--keys", "email"}, 2},
+		{[]string{"run", "--records", "0"}, 2},
+		{[]string{"compare", "--records", "0", "--workloads", "c"}, 2},
+		{[]string{"gen", "--records", "0", "--workload", "e"}, 2},
 		{[]string{"run", "--load-trace", "x"}, 2},
 		{[]string{"run", "--run-trace", "/nonexistent/trace"}, 2},
 		{[]string{"run", "--run-trace", "/dev/null"}, 2},
