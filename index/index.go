@@ -44,8 +44,10 @@ type Index interface {
 	// starts (the caller may reuse them afterwards, inside the loop too).
 	// Its cost differs by index (see each index's documentation).
 	ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, error]
-	// Close releases the index's compute-node state. Later calls return
-	// ErrClosed. The remote structure stays for other compute nodes.
+	// Close releases the index's compute-node state; the remote structure
+	// stays for other compute nodes. Calls of the other methods after Close
+	// fail with ErrClosed. Close is idempotent: a later Close does nothing
+	// and returns nil.
 	Close() error
 }
 

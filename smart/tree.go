@@ -259,8 +259,9 @@ func (t *Tree) nodeReadBytes(sl slot) int {
 	return sl.nodeType().readBytes()
 }
 
-// Close releases the tree's compute-node state; later calls return
-// ErrClosed. The remote tree stays for other compute nodes.
+// Close releases the tree's compute-node state; the remote tree stays for
+// other compute nodes. Operations after Close fail with ErrClosed. Close is
+// idempotent: a later Close does nothing and returns nil.
 func (t *Tree) Close() error {
 	if !t.closed.Swap(true) {
 		t.rd.Close(ErrClosed)

@@ -248,11 +248,10 @@ func (x *Index) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[index.
 	}
 }
 
-// Close implements index.Index.
+// Close implements index.Index: later operations fail with
+// index.ErrClosed; a later Close returns nil.
 func (x *Index) Close() error {
-	if x.closed.Swap(true) {
-		return index.ErrClosed
-	}
+	x.closed.Store(true)
 	return nil
 }
 
