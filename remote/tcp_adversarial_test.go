@@ -691,8 +691,10 @@ func TestTCPWordAtomicity(t *testing.T) {
 }
 
 // TestTCPUnavailable: a memory node that cannot be reached, accepts but
-// never answers, or closes under an open pool gives errors wrapping
-// ErrUnavailable within the configured timeouts.
+// never answers, closes the connection during the handshake (not a memory
+// node, or one shutting down: never ErrAuth, which needs a refusal), or
+// closes under an open pool gives errors wrapping ErrUnavailable within the
+// configured timeouts.
 func TestTCPUnavailable(t *testing.T) {
 	const dialTimeout = 500 * time.Millisecond
 	const slack = 3 * time.Second
@@ -748,6 +750,35 @@ func TestTCPUnavailable(t *testing.T) {
 		}
 		if d := time.Since(start); d > dialTimeout+slack {
 			t.Fatalf("NewPool took %v with DialTimeout %v", d, dialTimeout)
+		}
+	})
+	t.Run("peer closes during the handshake", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var conns sync.WaitGroup
+		t.Cleanup(func() { l.Close(); conns.Wait() })
+		conns.Go(func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				// Read the hello (so that the close is a clean end of
+				// stream, not a reset), then close without a refusal.
+				r := &rawConn{t: t, nc: c, br: bufio.NewReader(c)}
+				r.read(dialTimeout + slack)
+				c.Close()
+			}
+		})
+		start := time.Now()
+		_, err = remote.NewPool(cfg(l.Addr().String()))
+		if !errors.Is(err, remote.ErrUnavailable) || errors.Is(err, remote.ErrAuth) {
+			t.Fatalf("NewPool on a peer that closes during the handshake: %v, want ErrUnavailable and not ErrAuth", err)
+		}
+		if d := time.Since(start); d > dialTimeout+slack {
+			t.Fatalf("NewPool took %v", d)
 		}
 	})
 	t.Run("server closed under a pool", func(t *testing.T) {

@@ -461,7 +461,10 @@ func handshake(nc net.Conn, token string, timeout time.Duration, verify *rpcRequ
 	status, _, err := readReply(nc, frameWelcome)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return fmt.Errorf("%w: the server closed the connection during the handshake", ErrAuth)
+			// A memory node answers a hello it refuses (a wrong token, a
+			// malformed hello) with an explicit refusal: a peer that just
+			// closes is not a memory node, or one shutting down.
+			return fmt.Errorf("%w: the peer closed the connection during the handshake (not a memory node, or shutting down)", ErrUnavailable)
 		}
 		return fmt.Errorf("%w: handshake: %v", ErrUnavailable, err)
 	}
