@@ -336,6 +336,44 @@ func TestTCPNodeRestart(t *testing.T) {
 	}
 }
 
+// TestTCPNodeRestartWithoutFile: a memory node restarted on its address
+// without its file (empty memory, in no pool) is refused by the pool's
+// check, and every call fails with an error wrapping ErrUnavailable and,
+// once a dial reached the new server, ErrBadNode: the probe that meets it
+// first as the calls refused after it while the node is down.
+func TestTCPNodeRestartWithoutFile(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	p := downPool(t, ts.addr, timeout)
+	ctx := context.Background()
+	c := p.NewComputeNode().NewClient()
+	a, err := c.Alloc(ctx, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	serveAt(t, ts.addr, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	badNode := 0
+	for deadline := time.Now().Add(10 * time.Second); badNode < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no call failed with ErrBadNode within 10 s of the restart (%d did)", badNode)
+		}
+		_, err := c.FAA(ctx, a, 1)
+		switch {
+		case err == nil:
+			t.Fatal("an FAA succeeded on a memory node restarted without its contents")
+		case !errors.Is(err, remote.ErrUnavailable):
+			t.Fatalf("FAA on a memory node restarted without its file: %v, want ErrUnavailable", err)
+		case errors.Is(err, remote.ErrBadNode):
+			badNode++
+		case badNode > 0:
+			t.Fatalf("FAA after one failed with ErrBadNode: %v, want ErrBadNode kept in the chain", err)
+		}
+	}
+}
+
 // TestTCPCloseNodeStopped: closing a SMART or a Sherman tree with many
 // sessions (each leaves the registry with a WRITE) while its memory node
 // does not answer returns within about one Timeout, not one per session,

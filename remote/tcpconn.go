@@ -319,6 +319,12 @@ func (c *tcpConn) dial(by time.Time) (net.Conn, error) {
 	}
 	if err := handshake(nc, cfg.Token, time.Until(by), verify); err != nil {
 		nc.Close()
+		if verify != nil && !errors.Is(err, ErrUnavailable) {
+			// A node the pool joined that now refuses it (restarted
+			// without its file: ErrBadNode) is unavailable to the pool,
+			// for this dial as for the calls refused while it is down.
+			return nil, fmt.Errorf("%w: memory node %d (%s): %w", ErrUnavailable, c.mn, c.addr, err)
+		}
 		return nil, fmt.Errorf("memory node %d (%s): %w", c.mn, c.addr, err)
 	}
 	return nc, nil
