@@ -18,16 +18,16 @@ import (
 	"github.com/dmindex/dmindex/internal/childtest"
 )
 
-// fullFSBytes is the size of the file system of TestShmFileSystemFull, an
-// eighth of its memory node.
+// fullFSBytes is the size of the file system of TestShmFileSystemFull.
 const fullFSBytes = 1 << 20
 
-// TestShmFileSystemFull places a memory node of 8 MiB on a tmpfs of 1 MiB
-// (mounted by a child process in a mount namespace of its own, so nothing
-// outlives it) and writes the whole node. The pool must either be refused
-// or fail the allocations or writes that do not fit with ErrOutOfMemory; a
-// process killed by SIGBUS when a write reaches a page the file system
-// cannot back is a failure.
+// TestShmFileSystemFull places on a tmpfs of 1 MiB (mounted by a child
+// process in a mount namespace of its own, so nothing outlives it) a
+// memory node of 8 MiB, then a pool of 2 memory nodes of 3/4 MiB (each
+// fits the free space, both do not), and writes every node whole. Each
+// pool must either be refused or fail the allocations or writes that do
+// not fit with ErrOutOfMemory; a process killed by SIGBUS when a write
+// reaches a page the file system cannot back is a failure.
 func TestShmFileSystemFull(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a tmpfs")
@@ -45,7 +45,7 @@ func TestShmFileSystemFull(t *testing.T) {
 	c := childtest.Start(t, childtest.Options{Test: "TestShmFullChild", Arg: t.TempDir(), Timeout: time.Minute,
 		SysProcAttr: &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS}})
 	if err := c.Wait(); err != nil {
-		t.Fatalf("a memory node larger than its file system: %v", err)
+		t.Fatalf("memory nodes larger than their file system: %v", err)
 	}
 	if skip := c.Lines("SKIP "); len(skip) > 0 {
 		t.Skip(skip[0])
@@ -63,9 +63,17 @@ func TestShmFullChild(t *testing.T) {
 		fmt.Printf("SKIP mounting a tmpfs: %v\n", err)
 		return
 	}
-	p, err := NewPool(Config{NodeBytes: 8 * fullFSBytes, OnChipBytes: 4096, Shm: &ShmConfig{Dir: filepath.Join(mnt, "pool")}})
+	fillShm(t, Config{NodeBytes: 8 * fullFSBytes, OnChipBytes: 4096, Shm: &ShmConfig{Dir: filepath.Join(mnt, "pool")}})
+	fillShm(t, Config{MemoryNodes: 2, NodeBytes: fullFSBytes * 3 / 4, OnChipBytes: 4096, Shm: &ShmConfig{Dir: filepath.Join(mnt, "pool2")}})
+}
+
+// fillShm opens a pool of cfg and writes pages on each of its memory nodes
+// until an allocation or a write fails with ErrOutOfMemory, and prints
+// the outcome.
+func fillShm(t *testing.T, cfg Config) {
+	p, err := NewPool(cfg)
 	if errors.Is(err, ErrOutOfMemory) {
-		fmt.Printf("RESULT NewPool refused the node: %v\n", err)
+		fmt.Printf("RESULT NewPool refused %d memory node(s): %v\n", max(cfg.MemoryNodes, 1), err)
 		return
 	}
 	if err != nil {
@@ -76,21 +84,23 @@ func TestShmFullChild(t *testing.T) {
 	c := p.NewComputeNode().NewClient()
 	page := make([]byte, 4096)
 	written := 0
-	for {
-		a, err := c.AllocOn(ctx, 0, len(page), len(page))
-		if err == nil {
-			err = c.Write(ctx, a, page)
+	for mn := range p.MemoryNodes() {
+		for {
+			a, err := c.AllocOn(ctx, mn, len(page), len(page))
+			if err == nil {
+				err = c.Write(ctx, a, page)
+			}
+			if errors.Is(err, ErrOutOfMemory) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			written += len(page)
 		}
-		if errors.Is(err, ErrOutOfMemory) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		written += len(page)
 	}
 	if written > fullFSBytes {
 		t.Fatalf("wrote %d bytes to a file system of %d", written, fullFSBytes)
 	}
-	fmt.Printf("RESULT wrote %d bytes, then ErrOutOfMemory\n", written)
+	fmt.Printf("RESULT wrote %d bytes to %d memory node(s), then ErrOutOfMemory\n", written, p.MemoryNodes())
 }

@@ -800,6 +800,60 @@ func TestShmAdoptCount(t *testing.T) {
 	})
 }
 
+// TestShmPoolRoom: the memory-node files are sparse, so a pool whose nodes
+// each fit the file system's free space but not all together is refused
+// with ErrOutOfMemory before it creates any file (each node's own check
+// sees the same free space: a 64 MiB tmpfs accepted 2 nodes of 48 MB, and
+// writes died of SIGBUS); a pool whose nodes fit together is accepted, and
+// a file that exists already needs no room. Node sizes are fractions of
+// the free space measured in the test's directory: creating sparse files
+// costs nothing, on any file system.
+func TestShmPoolRoom(t *testing.T) {
+	dir := t.TempDir()
+	free, ok := fsFree(dir)
+	if !ok {
+		t.Skip("the file system of the test directory does not tell its free space")
+	}
+	// With on-chip regions of 4 KiB: 3/4 of the free space per node is
+	// over it for two, and 1/4 fits twice, both with a quarter of margin
+	// for what other processes write meanwhile.
+	size := func(frac float64) int64 { return int64(float64(free)*frac) &^ 4095 }
+	if size(0.25) < 2*shmNodeBytes || size(0.75) >= 1<<46 {
+		t.Skipf("%d bytes free in the test directory", free)
+	}
+	cfg := func(dir string, frac float64) Config {
+		return Config{MemoryNodes: 2, NodeBytes: size(frac), OnChipBytes: shmOnChipBytes, Shm: &ShmConfig{Dir: dir}}
+	}
+
+	over := filepath.Join(dir, "over")
+	p, err := NewPool(cfg(over, 0.75))
+	if err == nil {
+		p.Close()
+		t.Fatalf("a pool of 2 memory nodes of %d bytes accepted with %d bytes free", size(0.75), free)
+	}
+	if !errors.Is(err, ErrOutOfMemory) {
+		t.Fatalf("a pool of 2 memory nodes of %d bytes with %d bytes free: %v, want ErrOutOfMemory", size(0.75), free, err)
+	}
+	if ents, _ := os.ReadDir(over); len(ents) != 0 {
+		t.Errorf("the refused pool left %d files", len(ents))
+	}
+
+	openShm(t, cfg(filepath.Join(dir, "fits"), 0.25))
+
+	// Node 0 created by a process that died before it created node 1: only
+	// node 1 needs room.
+	half := filepath.Join(dir, "half")
+	if err := os.MkdirAll(half, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, unmap, err := openNodeFile(shmFile(half, 0), cfg(half, 0.75))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unmap()
+	openShm(t, cfg(half, 0.75))
+}
+
 // TestShmRemove checks RemoveShm: it deletes the memory-node files and
 // nothing else, removes the directory only if that leaves it empty, a pool
 // that still maps the files keeps its memory, and a pool opened afterwards

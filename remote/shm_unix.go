@@ -59,6 +59,9 @@ func (p *Pool) openShm(cfg ShmConfig) error {
 			return fmt.Errorf("%w: %s holds more than the %d memory nodes asked (%s exists)", ErrBadNode, cfg.Dir, n, shmFile(cfg.Dir, n))
 		}
 	}
+	if err := shmRoom(cfg.Dir, n, p.cfg); err != nil {
+		return err
+	}
 	t := &shm{local: newLocal(p)}
 	fail := func(err error) error {
 		t.unmap()
@@ -118,6 +121,44 @@ func shmNodeCount(dir string) int {
 	}
 	_, nodes := nodePlace(words[hdrIndex])
 	return min(nodes, MaxMemoryNodes)
+}
+
+// shmRoom checks that the file system of dir has room for the memory-node
+// files a pool of n nodes of cfg's geometry must create, together: the
+// files are sparse, so each new file leaves the free space as it was and
+// checking each node against it alone would let a pool promise more memory
+// than the file system holds (and its writes die of SIGBUS). Files that
+// exist already need nothing new. A file system that cannot say how much
+// room it has is not refused.
+func shmRoom(dir string, n int, cfg Config) error {
+	cfg.defaultGeometry()
+	size := uint64(cfg.NodeBytes) + cfg.onChipRegion()
+	var need uint64
+	missing := 0
+	for i := range n {
+		if _, err := os.Stat(shmFile(dir, i)); errors.Is(err, os.ErrNotExist) {
+			need += size
+			missing++
+		}
+	}
+	if need == 0 {
+		return nil
+	}
+	if free, ok := fsFree(dir); ok && free < need {
+		return fmt.Errorf("%w: the file system of %s has %d bytes free, the %d memory node(s) to create need %d (%d each)",
+			ErrOutOfMemory, dir, free, missing, need, size)
+	}
+	return nil
+}
+
+// fsFree returns the bytes an unprivileged process may still write in the
+// file system of dir, and false if it cannot tell.
+func fsFree(dir string) (uint64, bool) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return 0, false
+	}
+	return uint64(fs.Bavail) * uint64(fs.Bsize), true
 }
 
 // mapShmNode maps the memory-node file at path, creating it with the
@@ -184,10 +225,9 @@ func createShmNode(path string, cfg Config) (b []byte, created bool, err error) 
 	// The file is sparse: pages are backed when first written, and a write
 	// to a page the file system cannot back kills the process (SIGBUS), so
 	// the file system must have room for the whole node from the start.
-	var fs unix.Statfs_t
-	if err := unix.Statfs(filepath.Dir(path), &fs); err == nil && uint64(fs.Bavail)*uint64(fs.Bsize) < g.main+g.onChip {
+	if free, ok := fsFree(filepath.Dir(path)); ok && free < g.main+g.onChip {
 		return nil, false, fmt.Errorf("%w: the file system has %d bytes free, the memory node needs %d",
-			ErrOutOfMemory, uint64(fs.Bavail)*uint64(fs.Bsize), g.main+g.onChip)
+			ErrOutOfMemory, free, g.main+g.onChip)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".creating-"+filepath.Base(path)+"-*")
 	if err != nil {
