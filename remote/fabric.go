@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dmindex/dmindex/internal/fabric"
 )
@@ -21,16 +22,35 @@ import (
 type fabricTransport struct {
 	*tcpTransport
 	fcfg FabricConfig
-	eps  []fabricEndpoint // per memory node
+	eps  []*fabricNode // per memory node
 
 	mu  sync.Mutex
 	cns [][][]*fabricConn // per compute node, per memory node
 }
 
-// fabricConn is one endpoint slot, dialled on first use and after it broke.
+// fabricNode is one memory node's fabric endpoint as the transport knows
+// it: fetched over the control connection when the pool opens, and again
+// before the first batch after the node was marked down, since a memnode
+// restarted with its file listens on another port (unless --fabric-listen
+// fixes it) and registers its regions anew (with verbs: other keys).
+type fabricNode struct {
+	cur   atomic.Pointer[fabricEpoch]
+	fetch sync.Mutex // held by the refetch in flight
+}
+
+// fabricEpoch is one fetch of a memory node's endpoint.
+type fabricEpoch struct {
+	fabricEndpoint
+	gen   uint64 // 1 for the fetch of NewPool, one more for each refetch
+	trips uint64 // the node's tcpNode.trips when it was fetched
+}
+
+// fabricConn is one endpoint slot, dialled on first use, after it broke,
+// and after its memory node's endpoint was fetched again.
 type fabricConn struct {
 	mu   sync.Mutex
 	conn *fabric.Conn
+	ep   *fabricEpoch // the endpoint conn was dialled to
 }
 
 // fabricKinds translates verb kinds (validated before exec).
@@ -55,6 +75,8 @@ func (p *Pool) dialFabric(cfg FabricConfig) error {
 	}
 	cfg.Token, cfg.DialTimeout, cfg.Timeout = tc.Token, tc.DialTimeout, tc.Timeout
 	t := &tcpTransport{local: newLocal(p), cfg: tc, addrs: tc.MemoryNodes}
+	ft := &fabricTransport{tcpTransport: t, fcfg: cfg}
+	t.nodeDown = func(mn int) { go ft.closeEndpoints(mn) }
 	p.cfg.Fabric = &cfg
 	pool, err := p.joinNodes(len(t.addrs), func(mn int) rpcCaller { return t.adminConn(mn) })
 	if err != nil {
@@ -62,23 +84,70 @@ func (p *Pool) dialFabric(cfg FabricConfig) error {
 		return fmt.Errorf("memory node %w", err)
 	}
 	t.pool = pool
-	ft := &fabricTransport{tcpTransport: t, fcfg: cfg}
 	for mn := range t.addrs {
-		e, err := t.adminConn(mn).endpoint()
-		if err == nil && cfg.Provider != "" && e.Provider != cfg.Provider {
-			err = fmt.Errorf("%w: it serves provider %s, not %s", ErrBadRequest, e.Provider, cfg.Provider)
-		}
-		if err == nil && (len(e.Regions) == 0 || e.Regions[0][2] != p.geom[mn].main) {
-			err = fmt.Errorf("%w: its fabric regions do not match its geometry", ErrBadNode)
-		}
+		trips := t.nodes[mn].trips.Load()
+		e, err := ft.fetchEndpoint(mn)
 		if err != nil {
 			t.close()
 			return fmt.Errorf("memory node %d (%s): %w", mn, t.addrs[mn], err)
 		}
-		ft.eps = append(ft.eps, e)
+		fn := &fabricNode{}
+		fn.cur.Store(&fabricEpoch{fabricEndpoint: e, gen: 1, trips: trips})
+		ft.eps = append(ft.eps, fn)
 	}
 	p.t = ft
 	return nil
+}
+
+// fetchEndpoint asks memory node mn for its fabric endpoint and checks it
+// against the configuration and the node's geometry.
+func (t *fabricTransport) fetchEndpoint(mn int) (fabricEndpoint, error) {
+	e, err := t.adminConn(mn).endpoint()
+	if err != nil {
+		return e, err
+	}
+	g := t.p.geom[mn]
+	switch {
+	case t.fcfg.Provider != "" && e.Provider != t.fcfg.Provider:
+		return e, fmt.Errorf("%w: it serves provider %s, not %s", ErrBadRequest, e.Provider, t.fcfg.Provider)
+	case len(e.Regions) == 0 || e.Regions[0][2] != g.main, g.onChip > 0 && (len(e.Regions) < 2 || e.Regions[1][2] != g.onChip):
+		return e, fmt.Errorf("%w: its fabric regions do not match its geometry", ErrBadNode)
+	}
+	return e, nil
+}
+
+// endpoint returns memory node mn's current endpoint, fetched again first
+// if the node was marked down since the last fetch. The fetch dials the
+// node's control connection as the tcp transport does, so while the node
+// is down it fails at once unless the back-off lets it through as the
+// probe. One fetch runs at a time; the batches that need the endpoint
+// meanwhile fail at once.
+func (t *fabricTransport) endpoint(mn int) (*fabricEpoch, error) {
+	fn, node := t.eps[mn], t.nodes[mn]
+	trips := node.trips.Load()
+	if e := fn.cur.Load(); e.trips == trips {
+		return e, nil
+	}
+	if !fn.fetch.TryLock() {
+		return nil, fmt.Errorf("%w: memory node %d (%s): its fabric endpoint is being fetched again after a failure", ErrUnavailable, mn, t.addrs[mn])
+	}
+	defer fn.fetch.Unlock()
+	e := fn.cur.Load()
+	if e.trips == trips {
+		return e, nil // fetched meanwhile
+	}
+	ep, err := t.fetchEndpoint(mn)
+	if err != nil {
+		if !errors.Is(err, ErrUnavailable) {
+			// It answers, but serves no endpoint this pool can use.
+			err = fmt.Errorf("%w: memory node %d (%s): fabric endpoint: %w", ErrUnavailable, mn, t.addrs[mn], err)
+			t.nodeFailed(node, false, err)
+		}
+		return nil, err
+	}
+	e = &fabricEpoch{fabricEndpoint: ep, gen: e.gen + 1, trips: trips}
+	fn.cur.Store(e)
+	return e, nil
 }
 
 // endpoint asks the memory node for its fabric endpoint.
@@ -117,67 +186,85 @@ func (t *fabricTransport) newClient(c *Client) {
 func (t *fabricTransport) exec(_ context.Context, c *Client, ops []Op, _ bool) error {
 	fc := c.fab
 	for mn := range t.eps {
-		fc.ops, fc.idx = fc.ops[:0], fc.idx[:0]
+		fc.idx = fc.idx[:0]
 		for i := range ops {
 			o := &ops[i]
-			if o.Addr.MN() != mn || ((o.Kind == OpRead || o.Kind == OpWrite) && len(o.Buf) == 0) {
-				continue
+			if o.Addr.MN() == mn && ((o.Kind != OpRead && o.Kind != OpWrite) || len(o.Buf) > 0) {
+				fc.idx = append(fc.idx, i)
 			}
-			r := t.eps[mn].Regions[0]
-			if o.Addr.IsOnChip() {
-				r = t.eps[mn].Regions[1]
-			}
-			fc.ops = append(fc.ops, fabric.Op{Kind: fabricKinds[o.Kind], Region: fabric.Region{Base: r[0], Key: r[1], Len: r[2]},
-				Off: o.Addr.Offset(), Buf: o.Buf, Compare: o.Compare, Swap: o.Swap})
-			fc.idx = append(fc.idx, i)
 		}
-		if len(fc.ops) == 0 {
+		if len(fc.idx) == 0 {
 			continue
 		}
 		t.mu.Lock()
 		conns := t.cns[c.cn.id][mn]
 		t.mu.Unlock()
-		if err := t.do(conns[c.id%len(conns)], mn, fc.ops); err != nil {
+		if err := t.do(conns[c.id%len(conns)], mn, ops, fc); err != nil {
 			return err
-		}
-		for j, i := range fc.idx {
-			ops[i].Old = fc.ops[j].Old
 		}
 	}
 	return nil
 }
 
-// do runs one memory node's part of a batch on slot s, dialling it first if
-// needed; a broken endpoint is closed so that the next batch redials. The
-// node's health is the control plane's (tcpNode): while the node is down
-// a batch fails at once with ErrUnavailable, one batch at a time is let
-// through as the probe after the back-off, and a failed dial or batch
-// marks the node down, so that a memory node that stopped answering costs
-// each client one timeout, not one per batch.
-func (t *fabricTransport) do(s *fabricConn, mn int, ops []fabric.Op) error {
+// do runs memory node mn's part of a batch (the verbs fc.idx names) on
+// slot s, dialling it first if needed; a broken endpoint is closed so that
+// the next batch redials. The node's health is the control plane's
+// (tcpNode): while the node is down a batch fails at once with
+// ErrUnavailable, one batch at a time is let through as the probe after
+// the back-off, and a failed dial or batch marks the node down, so that a
+// memory node that stopped answering costs each client one timeout, not
+// one per batch. The first batch after the node was marked down fetches
+// its endpoint again (endpoint), and each slot then redials the new one.
+func (t *fabricTransport) do(s *fabricConn, mn int, ops []Op, fc *fabricClient) error {
 	node := t.nodes[mn]
+	cur, err := t.endpoint(mn)
+	if err != nil {
+		return err
+	}
 	probe, err := node.admit()
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	conn := s.conn
+	conn, ep := s.conn, s.ep
+	if conn != nil && ep.gen < cur.gen {
+		// Dialled to the endpoint of before the node's last failure (and
+		// not closed yet by closeEndpoints): closed before the new one is
+		// dialled.
+		conn.Close()
+		conn, s.conn = nil, nil
+	}
 	if conn == nil {
-		conn, err = fabric.Dial(fabric.DialConfig{Provider: t.eps[mn].Provider, Addr: t.eps[mn].Addr,
+		ep = cur
+		conn, err = fabric.Dial(fabric.DialConfig{Provider: ep.Provider, Addr: ep.Addr,
 			Timeout: t.fcfg.DialTimeout, BatchTimeout: t.fcfg.Timeout})
-		if err != nil {
-			s.mu.Unlock()
-			err = fmt.Errorf("%w: memory node %d fabric endpoint %s: %v", ErrUnavailable, mn, t.eps[mn].Addr, err)
-			t.nodeFailed(node, probe, err)
-			return err
+		if err == nil {
+			s.conn, s.ep = conn, ep
 		}
-		s.conn = conn
 	}
 	s.mu.Unlock()
-	err = conn.Do(ops)
+	if err != nil {
+		err = fmt.Errorf("%w: memory node %d fabric endpoint %s: %v", ErrUnavailable, mn, ep.Addr, err)
+		t.nodeFailed(node, probe, err)
+		return err
+	}
+	fc.ops = fc.ops[:0]
+	for _, i := range fc.idx {
+		o := &ops[i]
+		r := ep.Regions[0]
+		if o.Addr.IsOnChip() {
+			r = ep.Regions[1]
+		}
+		fc.ops = append(fc.ops, fabric.Op{Kind: fabricKinds[o.Kind], Region: fabric.Region{Base: r[0], Key: r[1], Len: r[2]},
+			Off: o.Addr.Offset(), Buf: o.Buf, Compare: o.Compare, Swap: o.Swap})
+	}
+	err = conn.Do(fc.ops)
 	switch {
 	case err == nil:
 		node.connected(probe)
+		for j, i := range fc.idx {
+			ops[i].Old = fc.ops[j].Old
+		}
 		return nil
 	case errors.Is(err, fabric.ErrAccess):
 		node.connected(probe)
@@ -193,8 +280,43 @@ func (t *fabricTransport) do(s *fabricConn, mn int, ops []fabric.Op) error {
 	}
 	s.mu.Unlock()
 	err = fmt.Errorf("%w: memory node %d: %v", ErrUnavailable, mn, err)
+	if !probe && ep.gen < t.eps[mn].cur.Load().gen {
+		// A connection to the endpoint of before the node's last failure
+		// (closed by a batch that replaced it, or gone with its server):
+		// no news of the node, which the new endpoint's batches judge.
+		return err
+	}
 	t.nodeFailed(node, probe, err)
 	return err
+}
+
+// closeEndpoints closes every slot's connection to memory node mn, which
+// was marked down: the first batch after it comes back fetches its
+// endpoint again and the slots dial that one. They are closed at once,
+// not when each slot is next used, because libfabric 1.17's sockets
+// provider closes the socket of a connection whose peer went away and
+// closes the same descriptor again when the connection is closed: the
+// later that is, the likelier the number was given meanwhile to another
+// descriptor of the process (a new connection's, whose close then hangs in
+// fi_close of its domain) and is closed under it. Run in a goroutine of
+// its own: a close waits for the batch in flight on the connection.
+func (t *fabricTransport) closeEndpoints(mn int) {
+	t.mu.Lock()
+	var slots []*fabricConn
+	for _, cn := range t.cns {
+		if cn != nil {
+			slots = append(slots, cn[mn]...)
+		}
+	}
+	t.mu.Unlock()
+	for _, s := range slots {
+		s.mu.Lock()
+		if s.conn != nil {
+			s.conn.Close()
+			s.conn = nil
+		}
+		s.mu.Unlock()
+	}
 }
 
 func (t *fabricTransport) report() Report {

@@ -3,6 +3,9 @@
 package remote_test
 
 import (
+	"context"
+	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -47,4 +50,49 @@ func TestFabricNodeStopsAnswering(t *testing.T) {
 
 	nodes[0].Resume()
 	waitRecovered(t, clients, a)
+}
+
+// TestFabricNodeRestart: a memory node restarted with its file at the same
+// control address and with a new fabric endpoint port (as memnode without
+// --fabric-listen after kill -9) is used again by every client of the
+// pool: the endpoint (address, region bases and keys) is fetched again
+// after the node failed, with the contents it had. Before, each batch
+// dialled the endpoint of the first server until the pool was closed.
+func TestFabricNodeRestart(t *testing.T) {
+	const timeout = 500 * time.Millisecond
+	file := filepath.Join(t.TempDir(), "mn")
+	fab := &remote.FabricServerConfig{Provider: "sockets", Addr: "127.0.0.1:0"}
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip, File: file, Fabric: fab})
+	p, err := remote.NewPool(remote.Config{Fabric: &remote.FabricConfig{MemoryNodes: []string{ts.addr},
+		Token: testToken, Provider: "sockets", DialTimeout: timeout, Timeout: timeout}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	clients, a := dialledClients(t, p, 2)
+	old := ts.srv.Fabric()
+	if err := ts.srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range clients {
+		if _, err := c.FAA(ctx, a, 1); !errors.Is(err, remote.ErrUnavailable) {
+			t.Fatalf("client %d: FAA on the closed server: %v, want ErrUnavailable", i, err)
+		}
+	}
+
+	restarted := serveAt(t, ts.addr, remote.ServerConfig{File: file, Fabric: fab})
+	if restarted.srv.Fabric() == old {
+		t.Skipf("the restarted server has its old fabric endpoint again (%s)", old)
+	}
+	start := time.Now()
+	waitRecovered(t, clients, a)
+	t.Logf("%s, then %s: every client reached it again within %v", old, restarted.srv.Fabric(), time.Since(start).Round(time.Millisecond))
+	v, err := clients[len(clients)-1].FAA(ctx, a, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(2 * len(clients)); v != want {
+		t.Errorf("counter %d after the restart, want %d (every FAA before the close, one per client after)", v, want)
+	}
 }

@@ -29,6 +29,11 @@ type tcpTransport struct {
 	nodes []*tcpNode         // per memory node, its health
 	life  context.Context    // cancelled by close: aborts dials
 	stop  context.CancelFunc // cancels life
+
+	// nodeDown, if set before the first connection, is called when a
+	// memory node was marked down and its connections closed (the fabric
+	// transport closes its endpoints to the node).
+	nodeDown func(mn int)
 }
 
 // netClient is a client's state on a network transport: a reusable call
@@ -173,6 +178,9 @@ func (t *tcpTransport) nodeFailed(n *tcpNode, probe bool, cause error) {
 	why := fmt.Errorf("closed: the node was found down (%v)", cause)
 	for _, c := range conns {
 		c.drop(why)
+	}
+	if t.nodeDown != nil {
+		t.nodeDown(n.mn)
 	}
 }
 

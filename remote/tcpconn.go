@@ -11,6 +11,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -368,8 +369,9 @@ const (
 // up, its failure doubles the back-off, from minNodeBackoff up to
 // maxNodeBackoff.
 type tcpNode struct {
-	mn   int
-	addr string
+	mn    int
+	addr  string
+	trips atomic.Uint64 // times it was marked down
 
 	mu      sync.Mutex
 	down    bool
@@ -424,6 +426,9 @@ func (n *tcpNode) failed(probe bool, cause error) bool {
 		return false // a connection of before, or a dial started before it went down
 	}
 	tripped := !n.down
+	if tripped {
+		n.trips.Add(1)
+	}
 	n.down, n.cause = true, cause
 	// Up to a quarter more, so that compute nodes that lost the node at the
 	// same instant do not probe it in step.
