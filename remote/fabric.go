@@ -310,12 +310,18 @@ func (t *fabricTransport) closeEndpoints(mn int) {
 	}
 	t.mu.Unlock()
 	for _, s := range slots {
-		s.mu.Lock()
-		if s.conn != nil {
-			s.conn.Close()
-			s.conn = nil
-		}
-		s.mu.Unlock()
+		s.close()
+	}
+}
+
+// close closes the slot's connection, if it has one: the next batch on the
+// slot dials again.
+func (s *fabricConn) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.conn.Close()
+		s.conn = nil
 	}
 }
 
@@ -332,12 +338,7 @@ func (t *fabricTransport) close() {
 	for _, cn := range t.cns {
 		for _, slots := range cn {
 			for _, s := range slots {
-				s.mu.Lock()
-				if s.conn != nil {
-					s.conn.Close()
-					s.conn = nil
-				}
-				s.mu.Unlock()
+				s.close()
 			}
 		}
 	}

@@ -718,7 +718,9 @@ func TestTCPUnavailable(t *testing.T) {
 			t.Fatalf("NewPool took %v", d)
 		}
 	})
-	t.Run("silent server", func(t *testing.T) {
+	// serve listens on 127.0.0.1 and runs handle on each connection, in a
+	// goroutine of its own, until the test ends.
+	serve := func(t *testing.T, handle func(net.Conn)) net.Listener {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -731,20 +733,24 @@ func TestTCPUnavailable(t *testing.T) {
 				if err != nil {
 					return
 				}
-				conns.Go(func() { // read everything, answer nothing
-					defer c.Close()
-					c.SetReadDeadline(time.Now().Add(dialTimeout + slack))
-					buf := make([]byte, 4096)
-					for {
-						if _, err := c.Read(buf); err != nil {
-							return
-						}
-					}
-				})
+				conns.Go(func() { handle(c) })
+			}
+		})
+		return l
+	}
+	t.Run("silent server", func(t *testing.T) {
+		l := serve(t, func(c net.Conn) { // read everything, answer nothing
+			defer c.Close()
+			c.SetReadDeadline(time.Now().Add(dialTimeout + slack))
+			buf := make([]byte, 4096)
+			for {
+				if _, err := c.Read(buf); err != nil {
+					return
+				}
 			}
 		})
 		start := time.Now()
-		_, err = remote.NewPool(cfg(l.Addr().String()))
+		_, err := remote.NewPool(cfg(l.Addr().String()))
 		if !errors.Is(err, remote.ErrUnavailable) {
 			t.Fatalf("NewPool on a server that never answers: %v, want ErrUnavailable", err)
 		}
@@ -753,27 +759,15 @@ func TestTCPUnavailable(t *testing.T) {
 		}
 	})
 	t.Run("peer closes during the handshake", func(t *testing.T) {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var conns sync.WaitGroup
-		t.Cleanup(func() { l.Close(); conns.Wait() })
-		conns.Go(func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				// Read the hello (so that the close is a clean end of
-				// stream, not a reset), then close without a refusal.
-				r := &rawConn{t: t, nc: c, br: bufio.NewReader(c)}
-				r.read(dialTimeout + slack)
-				c.Close()
-			}
+		l := serve(t, func(c net.Conn) {
+			// Read the hello (so that the close is a clean end of stream,
+			// not a reset), then close without a refusal.
+			r := &rawConn{t: t, nc: c, br: bufio.NewReader(c)}
+			r.read(dialTimeout + slack)
+			c.Close()
 		})
 		start := time.Now()
-		_, err = remote.NewPool(cfg(l.Addr().String()))
+		_, err := remote.NewPool(cfg(l.Addr().String()))
 		if !errors.Is(err, remote.ErrUnavailable) || errors.Is(err, remote.ErrAuth) {
 			t.Fatalf("NewPool on a peer that closes during the handshake: %v, want ErrUnavailable and not ErrAuth", err)
 		}
