@@ -141,9 +141,15 @@ func TestCompact(t *testing.T) {
 			}
 			checkOracle(t, tr, o, "after compacting a range")
 			// Everything: the keys outside the range move, those inside
-			// where the blocks differ from the range's.
-			if moved, err = tr.Compact(t.Context(), nil, nil); err != nil || !few && moved < o.Len()-inRange-1 || moved > o.Len() {
-				t.Fatalf("Compact(nil, nil) = %d, %v; want %d to %d keys moved", moved, err, o.Len()-inRange-1, o.Len())
+			// where the blocks differ from the range's. A leaf that is a
+			// run of its own stays: one alone between the leaves below the
+			// range and the range's first block, one between the range's
+			// last block and the leaves above it, and the tree's last leaf
+			// when a chunk's end left it to a chunk of its own (seed
+			// 3381533669171535 leaves the last two).
+			least := o.Len() - inRange - 3
+			if moved, err = tr.Compact(t.Context(), nil, nil); err != nil || !few && moved < least || moved > o.Len() {
+				t.Fatalf("Compact(nil, nil) = %d, %v; want %d to %d keys moved", moved, err, least, o.Len())
 			}
 			checkOracle(t, tr, o, "after compacting everything")
 			if moved, err = tr.Compact(t.Context(), nil, nil); err != nil || moved != 0 {
