@@ -55,7 +55,10 @@ type Index interface {
 // (both indexes of this module). An operation whose client an injected fault
 // stopped returns an error wrapping remote.ErrCrashed; its outcome is
 // unknown (it may or may not have taken effect), and the index continues
-// with a new client. What the stopped client left (a held lock, a write cut
+// with a new client. So does an operation whose write to a memory node
+// failed with remote.ErrUnavailable (or its context's error while the write
+// was in flight): its client crashed (remote.Client.Crashed), and its error
+// wraps that error. What the stopped client left (a held lock, a write cut
 // in the middle, an unfinished split) is repaired by the next operation
 // that runs into it, once the holder is judged dead: at once for a client
 // the index saw stop, after a lease for a compute node that went silent.

@@ -68,8 +68,10 @@ type Stats struct {
 	// SMART with Options.Reclaim.
 	Retired, Reused, Renewals uint64
 
-	// Crashed counts this compute node's clients that an injected fault
-	// stopped (remote.ErrCrashed) and that the index replaced; Recovered
+	// Crashed counts this compute node's clients that crashed (an injected
+	// fault stopped them, remote.ErrCrashed, or a batch of theirs that
+	// writes failed, remote.Client.Crashed) and that the index replaced;
+	// Recovered
 	// the locks it took over from dead holders (crashed clients, or
 	// compute nodes silent for a lease) and released after repairing what
 	// they left.

@@ -115,6 +115,9 @@ func (c *Client) run(ctx context.Context, ops []Op, signaled bool) error {
 		}
 	}
 	if err := c.pool.t.exec(ctx, c, ops, signaled); err != nil {
+		if lostOutcome(ops, err) {
+			c.crashUnsure(err)
+		}
 		return err
 	}
 	c.stats.countBatch(ops, signaled)
@@ -285,7 +288,7 @@ func (c *Client) rpc(ctx context.Context, mn int, req *rpcRequest) (rpcReply, er
 		return rpcReply{}, ErrClosed
 	}
 	if c.Crashed() {
-		return rpcReply{}, ErrCrashed
+		return rpcReply{}, c.crashedError()
 	}
 	if err := ctx.Err(); err != nil {
 		return rpcReply{}, err

@@ -18,7 +18,15 @@ type ComputeNode struct {
 	pending []Fault  // faults for the next clients to post (Crash)
 	armed   atomic.Bool
 	used    []atomic.Uint64 // per memory node: bytes handed out, as of the last allocation (Room)
+	crashes atomic.Uint64   // clients that crashed (Crashes)
 }
+
+// Crashes returns how many of the compute node's clients have crashed
+// (Client.Crashed): stopped by an injected fault, or by a batch that
+// failed. A client may crash while nobody uses it, when a connection that
+// carried verbs it posted unsignaled breaks; an index that keeps idle
+// clients looks for crashed ones among them when the count changes.
+func (cn *ComputeNode) Crashes() uint64 { return cn.crashes.Load() }
 
 // Room estimates the bytes memory node mn can still hand out, as its
 // allocator reported them to this compute node's last allocation there

@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -11,8 +12,10 @@ import (
 )
 
 // ErrCrashed: the client was stopped by fault injection (Client.Crash,
-// ComputeNode.Crash or Pool.InjectCrashes). The batch that crashed it landed
-// a prefix of its verbs, and every later call of the client fails with it.
+// ComputeNode.Crash or Pool.InjectCrashes), or by a batch of it that may
+// change remote memory and failed (Client.Crashed). The batch that crashed
+// it landed a prefix of its verbs (or, if it failed, an unknown part), and
+// every later call of the client fails with it.
 var ErrCrashed = errors.New("remote: client crashed")
 
 // Fault is a point at which a client stops (fail-stop, the failure model of
@@ -32,6 +35,7 @@ type fault struct {
 	armed   bool
 	f       Fault
 	crashed atomic.Bool
+	unsure  atomic.Pointer[error] // the failure that crashed the client (nil: an injected fault, or none)
 }
 
 // Crash arms f on the client: it stops at that point of its next verbs.
@@ -42,9 +46,91 @@ func (c *Client) Crash(f Fault) {
 	c.faulty.Store(true)
 }
 
-// Crashed reports whether an injected fault stopped the client. Safe for
-// concurrent use.
+// Crashed reports whether the client is stopped for good: an injected
+// fault stopped it, or a batch of it that may change remote memory (one
+// holding a WRITE, CAS or FAA) failed in a way that leaves its caller not
+// knowing what it changed: with an error wrapping ErrUnavailable from the
+// transport (the batch may have landed in full, in part or not at all, and
+// may still land later, from a memory node's buffers; or it never left, a
+// write its caller needed, such as a lock's release, with it), or with the
+// context's error when the context ended while the batch was in flight.
+// A batch of READs alone, and a batch refused before it left because its
+// context ended, do not crash the client; but any batch does that finds
+// that verbs the client posted unsignaled before may have been lost with a
+// broken connection. The call of the batch that crashed the client returns
+// the transport's error (wrapping ErrUnavailable or the context's error),
+// and every later call fails with ErrCrashed, as after an injected fault:
+// like a crashed client, it must be replaced, and what it may have left (a
+// lock it may hold) recovered (docs/recovery.md). Safe for concurrent use.
 func (c *Client) Crashed() bool { return c.fault.crashed.Load() }
+
+// lostOutcome reports whether err, the error of batch ops handed to the
+// transport, crashes the client: see Crashed.
+func lostOutcome(ops []Op, err error) bool {
+	if errors.Is(err, errPostedLost) {
+		return true // unsignaled verbs of before, whatever this batch holds
+	}
+	mutating := false
+	for i := range ops {
+		mutating = mutating || ops[i].Kind != OpRead
+	}
+	switch {
+	case !mutating:
+		return false
+	case errors.Is(err, ErrUnavailable):
+		return true
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		var ns notSentError
+		return !errors.As(err, &ns)
+	}
+	return false
+}
+
+// crashUnsure stops the client for good because a batch that may change
+// remote memory failed with cause: see Crashed.
+func (c *Client) crashUnsure(cause error) {
+	c.fault.unsure.CompareAndSwap(nil, &cause)
+	c.faulty.Store(true)
+	c.setCrashed()
+}
+
+// setCrashed enters the crashed state, counted once by the compute node.
+func (c *Client) setCrashed() {
+	if c.fault.crashed.CompareAndSwap(false, true) {
+		c.cn.crashes.Add(1)
+	}
+}
+
+// crashedError is the error of a call refused because the client crashed.
+func (c *Client) crashedError() error {
+	if p := c.fault.unsure.Load(); p != nil {
+		return fmt.Errorf("%w: a batch that may change remote memory failed (%v)", ErrCrashed, *p)
+	}
+	return ErrCrashed
+}
+
+// notSentError marks an error of a batch of which nothing left for a
+// memory node: the transport refused it before sending any of it (a node
+// known down, a dial that failed or that the context stopped waiting for).
+// Its outcome is known: nothing happened; the client still crashes if the
+// error is ErrUnavailable (Crashed), not if it is the context's.
+type notSentError struct{ err error }
+
+func (e notSentError) Error() string { return e.err.Error() }
+func (e notSentError) Unwrap() error { return e.err }
+
+// notSent marks err as the error of a batch of which nothing was sent.
+func notSent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notSentError{err}
+}
+
+// errPostedLost is wrapped by the error of a batch refused because the
+// connection that carried unsignaled verbs the client posted before broke
+// since: they may be lost (or land late).
+var errPostedLost = errors.New("the connection failed after unsignaled verbs were posted; they may be lost")
 
 // Crash arms f on the next client of the compute node that posts a verb
 // (one that has no fault of its own armed): tests use it to stop an
@@ -129,7 +215,7 @@ func (c *Client) faulted() bool {
 // with a deadline (DoBy, PostBy) that it makes late returns ErrLate.
 func (c *Client) strike(ctx context.Context, ops []Op) (done bool, err error) {
 	if c.fault.crashed.Load() {
-		return true, ErrCrashed
+		return true, c.crashedError()
 	}
 	if c.pool.stall.on.Load() && c.stallIfDue() && c.by != 0 && c.Now() > c.by {
 		return true, ErrLate
@@ -154,7 +240,7 @@ func (c *Client) strike(ctx context.Context, ops []Op) (done bool, err error) {
 			landed = append(landed, o)
 		}
 	}
-	c.fault.crashed.Store(true)
+	c.setCrashed()
 	c.pool.crash.count.Add(1)
 	if len(landed) > 0 {
 		if err := c.pool.t.exec(context.WithoutCancel(ctx), c, landed, true); err != nil {

@@ -22,7 +22,11 @@ var (
 	ErrBadRequest = errors.New("remote: bad request")
 	// ErrUnavailable: a memory node cannot be reached: its connection
 	// failed, it did not answer within the transport's timeout, or it went
-	// away. The verb may or may not have taken effect.
+	// away. The verb may or may not have taken effect, and may still take
+	// effect later (a memory node that was stopped executes what it had
+	// received when it continues). A client whose batch of a WRITE, CAS or
+	// FAA fails with it is therefore stopped for good, as if it had crashed
+	// (Client.Crashed), and must be replaced.
 	ErrUnavailable = errors.New("remote: memory node unavailable")
 	// ErrBadNode: a memory node's memory is not one this pool can use: a
 	// file or region of another format, version or size, or a node that

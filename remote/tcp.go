@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -190,6 +191,7 @@ func (t *tcpTransport) newClient(c *Client) {
 	nc := &netClient{calls: make([]*tcpCall, n), posted: make([]uint64, n), idx: make([][]int32, n)}
 	for i := range nc.calls {
 		nc.calls[i] = newTCPCall()
+		nc.calls[i].poster = c
 	}
 	c.net = nc
 	t.mu.Lock()
@@ -236,7 +238,7 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 		if !signaled {
 			return nil
 		}
-		return t.conn(c, first).await(call)
+		return t.finish(ctx, c, first, call)
 	}
 	for mn := range nc.idx {
 		nc.idx[mn] = nc.idx[mn][:0]
@@ -254,6 +256,10 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 		call := nc.calls[mn]
 		call.ops, call.idx = ops, idx
 		if err = t.send(ctx, by, c, mn, call, signaled); err != nil {
+			if len(sent) > 0 {
+				// Part of the batch left: its outcome is not nothing.
+				err = sentAnyway(err)
+			}
 			break
 		}
 		sent = append(sent, mn)
@@ -262,25 +268,66 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 		return err
 	}
 	for _, mn := range sent {
-		if e := t.conn(c, mn).await(nc.calls[mn]); err == nil {
+		if e := t.finish(ctx, c, mn, nc.calls[mn]); err == nil {
 			err = e
 		}
 	}
 	return err
 }
 
+// finish waits for the reply to call, the part of a signaled batch of c
+// sent to memory node mn. Its completion also confirms the verbs c posted
+// unsignaled on the node before it (posting order); if the connection
+// failed instead, those verbs may be lost, and the error says so
+// (errPostedLost). If ctx ended first, they stay unconfirmed on a
+// connection that still works: the next batch or the connection's failure
+// tells.
+func (t *tcpTransport) finish(ctx context.Context, c *Client, mn int, call *tcpCall) error {
+	err := t.conn(c, mn).awaitCtx(ctx, call)
+	posted := c.net.posted[mn]
+	switch {
+	case posted == 0:
+	case err == nil:
+		c.net.posted[mn] = 0
+		call.link.confirm(c)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	default:
+		c.net.posted[mn] = 0
+		return fmt.Errorf("%w (%w)", err, errPostedLost)
+	}
+	return err
+}
+
+// sentAnyway strips the mark of notSent from the error of a part of a
+// batch whose other parts left.
+func sentAnyway(err error) error {
+	if ns, ok := err.(notSentError); ok {
+		return ns.err
+	}
+	return err
+}
+
 // send posts call's batch to memory node mn on c's connection, with its
-// reply due by by.
+// reply due by by. An unsignaled batch records the connection's generation
+// in c.net.posted until a signaled batch to the node completes (finish).
 func (t *tcpTransport) send(ctx context.Context, by time.Time, c *Client, mn int, call *tcpCall, signaled bool) error {
 	call.isRPC = false
-	gen, err := t.conn(c, mn).post(ctx, by, call, signaled, c.net.posted[mn])
+	posted := c.net.posted[mn]
+	gen, err := t.conn(c, mn).post(ctx, by, call, signaled, posted)
 	if err != nil {
+		// post fails only before anything of the batch is written. But
+		// unless the batch itself was refused, the connection that carried
+		// the verbs posted unsignaled before it is gone: they may be lost.
 		c.net.posted[mn] = 0
-		return err
+		switch {
+		case errors.Is(err, errPostedLost):
+			return err
+		case posted != 0 && !errors.Is(err, ErrBadRequest):
+			return fmt.Errorf("%w (%w)", err, errPostedLost)
+		}
+		return notSent(err)
 	}
-	if signaled {
-		c.net.posted[mn] = 0
-	} else {
+	if !signaled {
 		c.net.posted[mn] = gen
 	}
 	return nil

@@ -232,17 +232,24 @@ func dialledClients(t *testing.T, p *remote.Pool, perCN int) ([]*remote.Client, 
 // stoppedLoad runs FAAs on a from every client, with context.Background,
 // for window after the memory node stopped answering, and checks each:
 // it fails with ErrUnavailable (it may succeed only within Timeout and a
-// margin of the stop) and returns within that bound. It returns how many
-// FAAs ran, how many failed and how many took over half a Timeout.
+// margin of the stop) and returns within that bound. An FAA that failed
+// leaves its client crashed (Client.Crashed), which is replaced in clients
+// by a new client of its compute node, a millisecond later. It returns how
+// many FAAs ran, how many failed and how many took over half a Timeout.
 func stoppedLoad(t *testing.T, clients []*remote.Client, a remote.Addr, timeout, window time.Duration) (ops, failed, slow int64) {
 	t.Helper()
 	bound := timeout + 2*time.Second // generous: a verb waits at most Timeout
 	ctx := context.Background()
 	start := time.Now()
-	var nops, nfailed, nslow atomic.Int64
+	var nops, nfailed, nslow, ncrashed atomic.Int64
 	var wg sync.WaitGroup
-	for i, c := range clients {
+	defer func() {
+		t.Logf("%d clients crashed by an FAA that failed", ncrashed.Load())
+	}()
+	for i := range clients {
 		wg.Go(func() {
+			c := clients[i]
+			defer func() { clients[i] = c }()
 			for time.Since(start) < window {
 				t0 := time.Now()
 				_, err := c.FAA(ctx, a, 1)
@@ -262,6 +269,14 @@ func stoppedLoad(t *testing.T, clients []*remote.Client, a remote.Addr, timeout,
 				case err != nil:
 					nfailed.Add(1)
 				}
+				if err != nil && !c.Crashed() {
+					t.Errorf("client %d: an FAA failed with %v and left its client working", i, err)
+				}
+				if c.Crashed() {
+					ncrashed.Add(1)
+					c = c.ComputeNode().NewClient()
+					time.Sleep(time.Millisecond) // a client per failure: not a million
+				}
 			}
 		})
 	}
@@ -270,13 +285,18 @@ func stoppedLoad(t *testing.T, clients []*remote.Client, a remote.Addr, timeout,
 }
 
 // waitRecovered waits until every client's FAA on a succeeds again (the
-// node's back-off is at most a few seconds).
+// node's back-off is at most a few seconds). A client that an FAA of
+// unknown outcome crashed is replaced by a new client of its compute node.
 func waitRecovered(t *testing.T, clients []*remote.Client, a remote.Addr) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)
 	for i, c := range clients {
 		for {
+			if c.Crashed() {
+				c = c.ComputeNode().NewClient()
+				clients[i] = c
+			}
 			_, err := c.FAA(ctx, a, 1)
 			if err == nil {
 				break
@@ -308,9 +328,15 @@ func TestTCPNodeRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for i, c := range clients {
+	for i := range clients {
 		wg.Go(func() {
+			c := clients[i]
+			defer func() { clients[i] = c }()
 			for range 200 {
+				if c.Crashed() {
+					// A failed FAA stops its client (Client.Crashed).
+					c = c.ComputeNode().NewClient()
+				}
 				t0 := time.Now()
 				_, err := c.FAA(ctx, a, 1)
 				if !errors.Is(err, remote.ErrUnavailable) {
@@ -359,6 +385,9 @@ func TestTCPNodeRestartWithoutFile(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); badNode < 2; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no call failed with ErrBadNode within 10 s of the restart (%d did)", badNode)
+		}
+		if c.Crashed() {
+			c = c.ComputeNode().NewClient() // a failed FAA stops its client (remote.Client.Crashed)
 		}
 		_, err := c.FAA(ctx, a, 1)
 		switch {

@@ -57,19 +57,26 @@ type tcpLink struct {
 	nextID  uint64
 	dead    error // set when the link failed; no call is registered after
 	cause   error // why it was closed on purpose (no reply in time, a failed write, its node found down)
+	// posters are the clients whose unsignaled verbs on the link no
+	// signaled batch of theirs confirmed since (tcpTransport.finish): if
+	// the link fails, those verbs may be lost, and the clients crash.
+	posters map[*Client]struct{}
 }
 
 // tcpCall is one request waiting for its reply.
 type tcpCall struct {
 	done     chan error
 	timer    *time.Timer
-	link     *tcpLink // the link it was sent on
-	ops      []Op     // batch: where results go
-	idx      []int32  // batch: the verbs of ops this node executes (nil: all)
+	link     *tcpLink  // the link it was sent on
+	id       uint64    // its request id there
+	by       time.Time // when its reply is due
+	ops      []Op      // batch: where results go
+	idx      []int32   // batch: the verbs of ops this node executes (nil: all)
 	rpc      rpcReply
 	isRPC    bool
 	fabric   bool           // a frameFabric request
 	endpoint fabricEndpoint // its reply
+	poster   *Client        // batch: the client it is sent for (nil: none to record)
 }
 
 func newTCPCall() *tcpCall {
@@ -91,7 +98,7 @@ func (c *tcpConn) callWith(ctx context.Context, call *tcpCall, req *rpcRequest) 
 	}, 0); err != nil {
 		return rpcReply{}, err
 	}
-	if err := c.await(call); err != nil {
+	if err := c.awaitCtx(ctx, call); err != nil {
 		return rpcReply{}, err
 	}
 	return call.rpc, nil
@@ -124,11 +131,7 @@ func (c *tcpConn) post(ctx context.Context, by time.Time, call *tcpCall, signale
 	if size > maxFrame {
 		return 0, fmt.Errorf("%w: a batch of %d bytes to one memory node (at most %d)", ErrBadRequest, size, maxFrame)
 	}
-	rcall := call
-	if !signaled {
-		rcall = nil
-	}
-	return c.write(ctx, by, rcall, h, size, func(b []byte) []byte {
+	return c.write(ctx, by, call, h, size, func(b []byte) []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(n))
 		each(func(o *Op) { b = appendVerb(b, o) })
 		return b
@@ -136,8 +139,9 @@ func (c *tcpConn) post(ctx context.Context, by time.Time, call *tcpCall, signale
 }
 
 // write sends one frame, registering call (if not nil) for its reply by
-// time by; enc appends the payload of size bytes. It returns the link
-// generation used.
+// time by, or, for an unsignaled frame, its poster among the link's (a
+// client whose verbs are lost if the link fails); enc appends the payload
+// of size bytes. It returns the link generation used.
 func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h frameHeader, size int, enc func([]byte) []byte, lastPosted uint64) (uint64, error) {
 	c.mu.Lock()
 	l, err := c.ensure(ctx, by)
@@ -147,14 +151,21 @@ func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h fram
 	}
 	if lastPosted != 0 && lastPosted != l.gen {
 		c.mu.Unlock()
-		return 0, fmt.Errorf("%w: memory node %d: the connection failed after unsignaled verbs were posted; they may be lost", ErrUnavailable, c.mn)
+		return 0, fmt.Errorf("%w: memory node %d: %w", ErrUnavailable, c.mn, errPostedLost)
 	}
-	if call != nil {
+	switch {
+	case call != nil && h.flags&flagSignaled != 0:
 		if h.id, err = l.register(call); err != nil {
 			c.mu.Unlock()
 			return 0, err
 		}
+		call.by = by
 		call.timer.Reset(time.Until(by))
+	case call != nil && call.poster != nil:
+		if err := l.post(call.poster); err != nil {
+			c.mu.Unlock()
+			return 0, err
+		}
 	}
 	start := len(l.out)
 	var zero [headerBytes]byte
@@ -202,22 +213,97 @@ func (l *tcpLink) register(call *tcpCall) (uint64, error) {
 	}
 	l.nextID++
 	l.pending[l.nextID] = call
-	call.link = l
+	call.link, call.id = l, l.nextID
 	return l.nextID, nil
 }
 
-// await waits for call's reply. A node that does not answer in time has
-// its connection closed, which fails every request pending on it with
-// ErrUnavailable and marks the node down.
-func (c *tcpConn) await(call *tcpCall) error {
+// post records c as a client with unsignaled verbs on the link not
+// confirmed yet, unless the link failed already.
+func (l *tcpLink) post(c *Client) error {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	if l.dead != nil {
+		return l.dead
+	}
+	if l.posters == nil {
+		l.posters = map[*Client]struct{}{}
+	}
+	l.posters[c] = struct{}{}
+	return nil
+}
+
+// confirm records that a signaled batch of c completed on the link: the
+// unsignaled verbs c posted on it before have executed (posting order).
+func (l *tcpLink) confirm(c *Client) {
+	l.pmu.Lock()
+	delete(l.posters, c)
+	l.pmu.Unlock()
+}
+
+// await is awaitCtx for a request that no context bounds but the
+// transport's Timeout.
+func (c *tcpConn) await(call *tcpCall) error { return c.awaitCtx(context.Background(), call) }
+
+// awaitCtx waits for call's reply, or until ctx ends. A node that does not
+// answer in time has its connection closed, which fails every request
+// pending on it with ErrUnavailable and marks the node down. If ctx ends
+// first, the call returns ctx's error and is given up (abandon): its reply,
+// if it comes, is read and dropped, so that the call may be used again at
+// once; the request may still execute (a mutating batch then crashes its
+// client, Client.Crashed).
+func (c *tcpConn) awaitCtx(ctx context.Context, call *tcpCall) error {
 	select {
 	case err := <-call.done:
 		call.timer.Stop()
 		return err
 	case <-call.timer.C:
-		call.link.fail(fmt.Errorf("no reply within the timeout (%v)", c.t.cfg.Timeout))
+		call.link.fail(c.late())
 		return <-call.done
+	case <-ctx.Done():
+		if call.link.abandon(call) {
+			call.timer.Stop()
+			return fmt.Errorf("memory node %d (%s): no reply before the context ended: %w", c.mn, c.addr, ctx.Err())
+		}
+		// The reply is being handed over, or the link failed: either is
+		// about to arrive.
+		err := <-call.done
+		call.timer.Stop()
+		return err
 	}
+}
+
+// late is the cause of a link closed because a reply did not come in time.
+func (c *tcpConn) late() error {
+	return fmt.Errorf("no reply within the timeout (%v)", c.t.cfg.Timeout)
+}
+
+// abandoned stands in a link's pending map for a request whose caller
+// stopped waiting (abandon): its reply is read and dropped.
+var abandoned = &tcpCall{}
+
+// abandon gives up call, whose caller stopped waiting for its reply, if
+// the reply has not been taken up yet: the reader drops the reply when it
+// comes, and the link is still closed if it does not come by the call's
+// deadline, as if the caller had waited (so that a node that stopped
+// answering is found down whatever its callers' contexts). It reports
+// false if the reply (or the link's failure) is being delivered to call.
+func (l *tcpLink) abandon(call *tcpCall) bool {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	id := call.id
+	if l.pending[id] != call {
+		return false
+	}
+	l.pending[id] = abandoned
+	time.AfterFunc(time.Until(call.by), func() {
+		l.pmu.Lock()
+		late := l.pending[id] == abandoned
+		l.pmu.Unlock()
+		if late {
+			l.fail(l.c.late())
+		}
+	})
+	return true
 }
 
 // ensure returns the live link, dialling one if there is none. Called with
@@ -552,6 +638,9 @@ func (l *tcpLink) readLoop() {
 			err = fmt.Errorf("%w: reply to unknown request %d", errBadFrame, h.id)
 			break
 		}
+		if call == abandoned {
+			continue
+		}
 		call.done <- call.decode(h, payload)
 	}
 	l.nc.Close()
@@ -582,9 +671,21 @@ func (l *tcpLink) readLoop() {
 	l.dead = fail
 	for id, call := range l.pending {
 		delete(l.pending, id)
-		call.done <- fail
+		if call != abandoned {
+			call.done <- fail
+		}
 	}
+	posters := l.posters
+	l.posters = nil
 	l.pmu.Unlock()
+	if !closed {
+		// Their unsignaled verbs on the link may be lost, or land late; a
+		// client that posts nothing more to the node (an idle one) would
+		// never learn it otherwise (Client.Crashed).
+		for pc := range posters {
+			pc.crashUnsure(fmt.Errorf("%w (%w)", fail, errPostedLost))
+		}
+	}
 }
 
 // decode stores a reply's results in the call and returns the status.

@@ -185,7 +185,7 @@ func TestOutOfMemory(t *testing.T) {
 	if err := tr.Put(ctx, ikey(0), []byte("update")); err != nil { // in place: no allocation
 		t.Fatal(err)
 	}
-	s, _ := tr.session()
+	s, _ := tr.session(context.Background())
 	defer tr.release(s)
 	if _, err := s.verify(ctx, false); err != nil {
 		t.Fatal(err)

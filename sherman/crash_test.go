@@ -442,10 +442,10 @@ func handOver(t *testing.T) (t1, t2 *Tree, leaf remote.Addr, a, b *session, h he
 	}
 	leaf = t1.root.Load().addr
 	var err error
-	if a, err = t1.session(); err != nil {
+	if a, err = t1.session(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if b, err = t1.session(); err != nil {
+	if b, err = t1.session(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if h, _, err = a.lockRead(ctx, leaf, 0, a.buf[0]); err != nil {
@@ -537,7 +537,7 @@ func TestHandOverReceiverCrash(t *testing.T) {
 				t.Fatalf("after the crash the word holds %#x, want %#x", got, want)
 			}
 			if tc.local {
-				c, err := t1.session()
+				c, err := t1.session(context.Background())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -618,7 +618,7 @@ func TestStaleWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			leaf := t1.root.Load().addr
-			s, err := t1.session()
+			s, err := t1.session(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -671,7 +671,7 @@ func TestStaleRepairer(t *testing.T) {
 	leaf := holder.root.Load().addr
 	_, word := holder.locks.lockWord(leaf)
 	// A dead holder: a tag whose client slot has a new incarnation.
-	s, err := gone.session()
+	s, err := gone.session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -687,7 +687,7 @@ func TestStaleRepairer(t *testing.T) {
 
 	var repairErr error
 	p.Go(func() {
-		s, err := rep.session()
+		s, err := rep.session(context.Background())
 		if err != nil {
 			repairErr = err
 			return
@@ -738,7 +738,7 @@ func TestStaleRelease(t *testing.T) {
 	_, word := other.locks.lockWord(leaf)
 	var staleErr error
 	p.Go(func() {
-		s, err := stale.session()
+		s, err := stale.session(context.Background())
 		if err != nil {
 			staleErr = err
 			return
@@ -777,7 +777,7 @@ type nextHolder struct {
 // unlocks.
 func (n *nextHolder) run(ctx context.Context, tr *Tree, leaf, word remote.Addr, hold time.Duration) {
 	tr.cn.NewClient().Compute(10 * time.Microsecond) // after the stale client's lock
-	s, err := tr.session()
+	s, err := tr.session(context.Background())
 	if err != nil {
 		n.err = err
 		return

@@ -14,7 +14,7 @@ func (t *Tree) Delete(ctx context.Context, key []byte) (_ bool, err error) {
 	if err := t.checkKey(key); err != nil {
 		return false, err
 	}
-	s, err := t.session()
+	s, err := t.session(ctx)
 	if err != nil {
 		return false, err
 	}

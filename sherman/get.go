@@ -15,7 +15,7 @@ func (t *Tree) Get(ctx context.Context, key []byte) (_ []byte, _ bool, err error
 	if err := t.checkKey(key); err != nil {
 		return nil, false, err
 	}
-	s, err := t.session()
+	s, err := t.session(ctx)
 	if err != nil {
 		return nil, false, err
 	}

@@ -40,7 +40,7 @@ func openTree(t testing.TB, p *remote.Pool, opts Options) *Tree {
 // verify runs the strict Verify and fails the test on error.
 func verify(t testing.TB, tr *Tree) treeInfo {
 	t.Helper()
-	s, err := tr.session()
+	s, err := tr.session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -206,7 +206,14 @@ func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
 		}
 		expect = 0
 		if err == nil && i >= judgeFirst && (i-judgeFirst)%judgeEvery == 0 {
-			s.touch()
+			s.touch(ctx)
+			if s.t.hasUnburied.Load() {
+				// The holder may be a crashed client of this compute node
+				// not marked dead yet, which nothing else would ever judge
+				// dead, while the node's other operations queue behind
+				// this one (markMembers).
+				_ = s.markMembers(ctx)
+			}
 			h.from = s.m.LockedAt(s.c.Now())
 			var won bool
 			if won, err = s.takeover(ctx, h, old, &watch); err == nil && won {

@@ -127,7 +127,7 @@ func TestLockWaitCancelled(t *testing.T) {
 	if err := tr.Put(ctx, []byte("k"), nil); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := tr.session()
+	holder, err := tr.session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func warm(t *testing.T, tr *Tree, n int) {
 	t.Helper()
 	var ss []*session
 	for range n {
-		s, err := tr.session()
+		s, err := tr.session(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

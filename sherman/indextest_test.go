@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/internal/indextest"
@@ -64,4 +65,19 @@ func TestLinearizableSmallPages(t *testing.T) {
 			indextest.RunLinearizable(t, contractTarget("sherman-span4", Options{KeySize: 8, ValueSize: 16, Span: 4, RDWC: shared}))
 		})
 	}
+}
+
+// TestPausedMemoryNode: a memory node stopped under writers past the tcp
+// transport's Timeout, then continued, leaves no key that cannot be
+// written again (indextest.RunPausedNode), with a lease longer than the
+// stop.
+func TestPausedMemoryNode(t *testing.T) {
+	indextest.RunPausedNode(t, contractTarget("sherman", Options{KeySize: 32, ValueSize: 64, Lease: 10 * time.Second}))
+}
+
+// TestDeadlineOnPausedNode: a Get with a 300 ms deadline returns by about
+// then while the registry's memory node is stopped
+// (indextest.RunDeadlineOnPausedNode).
+func TestDeadlineOnPausedNode(t *testing.T) {
+	indextest.RunDeadlineOnPausedNode(t, contractTarget("sherman", Options{KeySize: 32, ValueSize: 64}))
 }

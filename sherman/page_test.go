@@ -232,7 +232,7 @@ func TestTornLeafNeverAbsent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := tr.session()
+	s, err := tr.session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) (err error) {
 	if len(value) > t.g.valueSize {
 		return fmt.Errorf("%w: %d bytes, the tree's ValueSize is %d", index.ErrValueTooLarge, len(value), t.g.valueSize)
 	}
-	s, err := t.session()
+	s, err := t.session(ctx)
 	if err != nil {
 		return err
 	}

@@ -136,9 +136,9 @@ func (s *session) pageWrite(a remote.Addr, off int, b []byte) []remote.Op {
 
 // touch sends the compute node's heartbeat if one is due (an unsignaled
 // WRITE every Lease/10 while the node works), so that others do not judge
-// its clients dead while they work or wait.
-func (s *session) touch() {
-	_, _ = s.m.Touch(context.Background(), s.c)
+// its clients dead while they work or wait; ctx bounds it.
+func (s *session) touch(ctx context.Context) {
+	_, _ = s.m.Touch(ctx, s.c)
 }
 
 // stillHeld is called before a write under h: it sends the heartbeat if one
@@ -311,56 +311,111 @@ func (s *session) retag(ctx context.Context, h *held, data ...remote.Op) error {
 	}
 }
 
-// bury drops session s whose client crashed: its member is marked dead
-// with another session's client, so that waiters on every compute node
-// judge its tag dead at once. If that fails (the other client crashed too,
-// or no session could be made), the member keeps its slot and waits in
-// t.unburied for the next operation of the compute node to mark it
-// (markBuried); until then others judge it dead after a lease, as if the
-// compute node had fallen silent.
+// bury drops session s whose client crashed (an injected fault stopped it,
+// or a batch of it that writes failed: remote.Client.Crashed): its member is marked dead with another session's
+// client, so that waiters on every compute node judge its tag dead at
+// once. If that fails (the other client crashed too, no session could be
+// made, or the registry's memory node does not answer), the member keeps
+// its slot and waits in t.unburied for the next operations of the compute
+// node to mark it (markBuried, and markMembers when a lock wait judges a
+// holder). It must not be forgotten: its compute node's heartbeat goes on,
+// so nothing else would ever judge a lock holding its tag free. The
+// marking is bounded by the context of the operation whose client crashed
+// (none for a session that served none).
 func (t *Tree) bury(s *session) {
 	t.mu.Lock()
 	t.unburied = append(t.unburied, s.m)
 	t.hasUnburied.Store(true)
 	t.mu.Unlock()
-	if o, err := t.anySession(); err == nil {
-		o.markBuried()
+	ctx := s.ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o, err := t.anySession(ctx); err == nil {
+		o.markBuried(ctx)
 		t.release(o)
 	}
 }
 
+// buryIdle drops the idle sessions whose clients crashed while nobody used
+// them (a connection that carried a release they posted unsignaled broke:
+// remote.Client.Crashed), as release drops a session whose client crashed
+// in its operation (bury): a word whose release may be lost would
+// otherwise keep the tag of a client that no operation uses, whose member
+// stays live. n is the compute node's count of crashed clients.
+func (t *Tree) buryIdle(n uint64) {
+	t.crashesSeen.Store(n)
+	var crashed []*session
+	t.mu.Lock()
+	idle := t.idle[:0]
+	for _, s := range t.idle {
+		if s.c.Crashed() {
+			crashed = append(crashed, s)
+		} else {
+			idle = append(idle, s)
+		}
+	}
+	clear(t.idle[len(idle):])
+	t.idle = idle
+	t.mu.Unlock()
+	for _, s := range crashed {
+		t.stats.crashed.Add(1)
+		t.bury(s)
+	}
+}
+
 // markBuried marks the members of crashed clients dead with the session's
-// client, then frees the lock words that crashed receivers of hand-overs
-// left (lockUnlock of their pages: the acquire takes the word noted stale
-// in the local entry or, if the receiver's re-tag landed, takes it over
-// from that dead client, unless a local holder took it first); what it
-// cannot do stays for the next operation.
-func (s *session) markBuried() {
+// client (markMembers), then frees the lock words that crashed receivers of
+// hand-overs left (lockUnlock of their pages: the acquire takes the word
+// noted stale in the local entry or, if the receiver's re-tag landed, takes
+// it over from that dead client, unless a local holder took it first);
+// what it cannot do stays for the next operation.
+func (s *session) markBuried(ctx context.Context) {
+	if s.markMembers(ctx) != nil {
+		return
+	}
 	t := s.t
 	t.mu.Lock()
-	ms, pages := t.unburied, t.stale
-	t.unburied, t.stale = nil, nil
-	t.hasUnburied.Store(false)
+	pages := t.stale
+	t.stale = nil
+	t.hasUnburied.Store(len(t.unburied) > 0)
 	t.mu.Unlock()
-	keep := func(ms []*registry.Member, pages []remote.Addr) {
-		t.mu.Lock()
-		t.unburied = append(t.unburied, ms...)
-		t.stale = append(t.stale, pages...)
-		t.hasUnburied.Store(true)
-		t.mu.Unlock()
-	}
-	for i, m := range ms {
-		if err := m.MarkDead(context.Background(), s.c); err != nil {
-			keep(ms[i:], pages)
-			return
-		}
-	}
 	for i, a := range pages {
-		if err := s.lockUnlock(context.Background(), a); err != nil {
-			keep(nil, pages[i:])
+		if err := s.lockUnlock(ctx, a); err != nil {
+			t.mu.Lock()
+			t.stale = append(t.stale, pages[i:]...)
+			t.hasUnburied.Store(true)
+			t.mu.Unlock()
 			return
 		}
 	}
+}
+
+// markMembers marks the members of crashed clients dead with the session's
+// client; those it could not mark stay for the next operation, and the
+// error says why. It first reads the registry (registry.Node.Reachable),
+// so that its client is not stopped by a write to a memory node still
+// down. It takes no lock, so a lock wait may call it (acquire).
+func (s *session) markMembers(ctx context.Context) error {
+	t := s.t
+	if err := t.reg.Reachable(ctx, s.c); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	ms := t.unburied
+	t.unburied = nil
+	t.hasUnburied.Store(len(t.stale) > 0)
+	t.mu.Unlock()
+	for i, m := range ms {
+		if err := m.MarkDead(ctx, s.c); err != nil {
+			t.mu.Lock()
+			t.unburied = append(t.unburied, ms[i:]...)
+			t.hasUnburied.Store(true)
+			t.mu.Unlock()
+			return err
+		}
+	}
+	return nil
 }
 
 // noteStale records page a, whose global word a crashed receiver of a
@@ -395,7 +450,7 @@ func (t *Tree) leaveRegistry() {
 	t.idle = nil
 	t.mu.Unlock()
 	if len(idle) > 0 {
-		idle[0].markBuried()
+		idle[0].markBuried(ctx)
 	}
 	var c *remote.Client
 	for _, s := range idle {
@@ -416,11 +471,18 @@ func (t *Tree) leaveRegistry() {
 // over. Safe to run concurrently with operations; after it returns, with no
 // operation running, Verify passes.
 func (t *Tree) Recover(ctx context.Context) (int, error) {
-	s, err := t.session()
+	s, err := t.session(ctx)
 	if err != nil {
 		return 0, closedError(err)
 	}
 	defer t.release(s)
+	if t.hasUnburied.Load() {
+		// Crashed clients whose members could not be marked dead: until
+		// they are, their locks look live (their compute node beats).
+		if err := s.markMembers(ctx); err != nil {
+			return 0, closedError(fmt.Errorf("sherman: recover: marking crashed clients dead: %w", err))
+		}
+	}
 	before := s.recovered
 	levels, err := s.sweep(ctx)
 	if err == nil {

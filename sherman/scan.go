@@ -57,7 +57,7 @@ func (t *Tree) scan(ctx context.Context, lo, hi []byte, desc bool, limit int) it
 		if hi != nil && bytes.Compare(lo, hi) >= 0 {
 			return
 		}
-		s, err := t.session()
+		s, err := t.session(ctx)
 		if err != nil {
 			yield(index.KV{}, closedError(err))
 			return

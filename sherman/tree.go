@@ -36,6 +36,10 @@ type Tree struct {
 	stale    []remote.Addr      // pages whose global words crashed receivers of hand-overs left (hocl.go)
 
 	hasUnburied atomic.Bool // unburied or stale is not empty
+	// crashesSeen is the compute node's count of crashed clients
+	// (remote.ComputeNode.Crashes) when the idle sessions were last looked
+	// through for crashed ones (buryIdle).
+	crashesSeen atomic.Uint64
 
 	stats counters
 }
@@ -237,6 +241,7 @@ func (t *Tree) Options() Options { return t.opts }
 type session struct {
 	t       *Tree
 	c       *remote.Client
+	ctx     context.Context // the operation's (session), which bounds its upkeep (bury); nil between operations
 	m       *registry.Member
 	tag     uint64 // this client's global lock word value: its registry tag
 	retries int
@@ -258,27 +263,33 @@ type session struct {
 }
 
 // session returns an idle session, or a new one with a new client, for an
-// operation. Sessions are reused last-in first-out so that a
-// goroutine running operations back to back keeps its client.
-func (t *Tree) session() (*session, error) {
-	s, err := t.anySession()
+// operation whose context is ctx. Sessions are reused last-in first-out so
+// that a goroutine running operations back to back keeps its client. The
+// upkeep it runs (a new client's registration, the heartbeat, marking
+// crashed clients dead) is bounded by ctx.
+func (t *Tree) session(ctx context.Context) (*session, error) {
+	s, err := t.anySession(ctx)
 	if err != nil {
 		return nil, err
 	}
 	s.retries = 0
 	s.path = [maxLevel + 1]remote.Addr{}
-	s.touch()
+	s.ctx = ctx
+	s.touch(ctx)
 	if t.hasUnburied.Load() {
-		s.markBuried()
+		s.markBuried(ctx)
 	}
 	s.c.ChargeOp()
 	return s, nil
 }
 
-// anySession returns an idle session or a new one.
-func (t *Tree) anySession() (*session, error) {
+// anySession returns an idle session or a new one, registered under ctx.
+func (t *Tree) anySession(ctx context.Context) (*session, error) {
 	if t.closed.Load() {
 		return nil, index.ErrClosed
+	}
+	if n := t.cn.Crashes(); n != t.crashesSeen.Load() {
+		t.buryIdle(n)
 	}
 	t.mu.Lock()
 	var s *session
@@ -290,7 +301,6 @@ func (t *Tree) anySession() (*session, error) {
 	if s != nil {
 		return s, nil
 	}
-	ctx := context.Background()
 	s, err := t.newSession(ctx, t.cn.NewClient())
 	if err != nil {
 		return nil, err
@@ -328,6 +338,7 @@ func (t *Tree) release(s *session) {
 		t.bury(s)
 		return
 	}
+	s.ctx = nil
 	t.mu.Lock()
 	t.idle = append(t.idle, s)
 	t.mu.Unlock()
@@ -394,7 +405,7 @@ type counters struct {
 // index.Stats). A cache lookup is one location of a leaf operation's leaf;
 // a hit one the cache routed to the right leaf, with no internal page read
 // (a cached page found stale counts as a miss). Crashed counts the clients
-// dropped after an injected fault stopped them, Recovered the global locks
+// dropped after they crashed (remote.Client.Crashed), Recovered the global locks
 // this compute node took over from dead holders.
 func (t *Tree) Stats() index.Stats {
 	c := &t.stats

@@ -54,11 +54,11 @@ func TestPutStoredDespiteSeparatorFailure(t *testing.T) {
 	if left := nodeBytes - int(memoryUsed(t, p)[0]); left < page || left >= 2*page {
 		t.Fatalf("%d bytes left, want one page of %d", left, page)
 	}
-	held, err := tr.session()
+	held, err := tr.session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := tr.session()
+	fresh, err := tr.session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestPutStoredDespiteSeparatorFailure(t *testing.T) {
 			t.Fatalf("Get(%d) = %x, %v, %v", i, v, ok, err)
 		}
 	}
-	s, err := tr.session()
+	s, err := tr.session(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

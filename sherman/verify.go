@@ -32,7 +32,7 @@ import (
 //   - S5: leaf keys lie inside their fences and occur once per leaf;
 //   - S6: the global lock word of every page is free.
 func (t *Tree) Verify(ctx context.Context) error {
-	s, err := t.session()
+	s, err := t.session(ctx)
 	if err != nil {
 		return err
 	}

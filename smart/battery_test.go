@@ -130,3 +130,18 @@ func TestBatteryReclaim(t *testing.T) {
 		})
 	}
 }
+
+// TestPausedMemoryNode: a memory node stopped under writers past the tcp
+// transport's Timeout, then continued, leaves no key that cannot be
+// written again (indextest.RunPausedNode), with a lease longer than the
+// stop.
+func TestPausedMemoryNode(t *testing.T) {
+	indextest.RunPausedNode(t, target("smart", smart.Options{Lease: 10 * time.Second}))
+}
+
+// TestDeadlineOnPausedNode: a Get with a 300 ms deadline returns by about
+// then while the registry's memory node is stopped
+// (indextest.RunDeadlineOnPausedNode).
+func TestDeadlineOnPausedNode(t *testing.T) {
+	indextest.RunDeadlineOnPausedNode(t, target("smart", smart.Options{}))
+}

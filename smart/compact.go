@@ -161,7 +161,7 @@ func (t *Tree) compactBlock(ctx context.Context, keys [][]byte, classes []int) (
 	for _, c := range classes {
 		size += classBytes(c)
 	}
-	s, err := t.session()
+	s, err := t.sessionFor(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -178,7 +178,7 @@ func (t *Tree) compactBlock(ctx context.Context, keys [][]byte, classes []int) (
 		ok, err := t.relocate(ctx, key, na, classes[i])
 		if err != nil {
 			// The rest of the block goes back.
-			if s, serr := t.session(); serr == nil {
+			if s, serr := t.sessionFor(context.WithoutCancel(ctx)); serr == nil {
 				for j := i + 1; j < len(keys); j++ {
 					s.dropUnlinked(base.Add(uint64(off)), classes[j])
 					off += classBytes(classes[j])
@@ -198,7 +198,7 @@ func (t *Tree) compactBlock(ctx context.Context, keys [][]byte, classes []int) (
 // operation, so that a long Compact holds back no reclamation), restarting
 // as a Put does when the tree changed under it.
 func (t *Tree) relocate(ctx context.Context, key []byte, na remote.Addr, class int) (bool, error) {
-	s, err := t.session()
+	s, err := t.sessionFor(ctx)
 	if err != nil {
 		return false, err
 	}

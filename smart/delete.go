@@ -17,7 +17,7 @@ func (t *Tree) Delete(ctx context.Context, key []byte) (found bool, err error) {
 	if err := checkKey(key); err != nil {
 		return false, err
 	}
-	s, err := t.session()
+	s, err := t.sessionFor(ctx)
 	if err != nil {
 		return false, err
 	}

@@ -18,7 +18,7 @@ func (t *Tree) Get(ctx context.Context, key []byte) (value []byte, found bool, e
 	if err := checkKey(key); err != nil {
 		return nil, false, err
 	}
-	s, err := t.session()
+	s, err := t.sessionFor(ctx)
 	if err != nil {
 		return nil, false, err
 	}

@@ -59,7 +59,7 @@ func (s *session) lockNode(ctx context.Context, node remote.Addr, buf []byte) er
 			continue
 		}
 		s.c.Backoff(attempt)
-		s.touch() // the waiter may hold a leaf lock (publishLocked): keep it live
+		s.touchIn(ctx) // the waiter may hold a leaf lock (publishLocked): keep it live
 	}
 }
 

@@ -43,7 +43,7 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 		return fmt.Errorf("%w: its leaf of %d bytes exceeds what a memory node can hold (%d of its %d bytes)",
 			ErrValueTooLarge, n, t.maxLeaf, t.nodeBytes)
 	}
-	s, err := t.session()
+	s, err := t.sessionFor(ctx)
 	if err != nil {
 		return err
 	}
@@ -221,7 +221,7 @@ func (s *session) lockWait(ctx context.Context, w *registry.Watch, sl slot, held
 		return err
 	}
 	s.c.Backoff(attempt)
-	s.touch()
+	s.touchIn(ctx)
 	return nil
 }
 

@@ -83,17 +83,24 @@ func (t *Tree) epoch() uint32 {
 	return uint32(t.reg.Epoch()) & birthMask
 }
 
-// begin starts an operation of s: it registers the session's client on
-// first use, sends the heartbeat if one is due, then pins the node's epoch
-// (in that order: a node that others judged dead while it was idle is live
-// again, in the registry, before it reads an address). The verbs are the
-// tree's upkeep, not the caller's: they ignore its context.
+// begin starts an operation of s: it tries to mark dead the members of
+// crashed clients that could not be marked yet (markBuried; what it
+// cannot mark waits for the next operation), registers the session's
+// client on first use, sends the heartbeat if one is due, then pins the
+// node's epoch (in that order: a node that others judged dead while it was
+// idle is live again, in the registry, before it reads an address). Its
+// verbs are the tree's upkeep, bounded by the operation's context (s.ctx),
+// so that an operation with a deadline returns by it even while the
+// registry's memory node does not answer.
 func (s *session) begin() error {
 	t := s.t
 	if t.reg == nil {
 		return nil
 	}
-	ctx := context.Background()
+	ctx := s.ctx
+	if t.hasUnburied.Load() {
+		_ = s.markBuried()
+	}
 	if s.m == nil {
 		m, err := t.reg.Register(ctx, s.c)
 		if err != nil {
@@ -117,10 +124,15 @@ func (s *session) begin() error {
 // operation (before its round trips, scan rounds, lock waits), so that a
 // live node is not judged dead while its operations work or wait, however
 // long they take. It costs a clock read when no heartbeat is due. A
-// failed heartbeat is caught by lost at the operation's next check.
-func (s *session) touch() {
+// failed heartbeat is caught by lost at the operation's next check. The
+// heartbeat is bounded by the operation's context; touchIn by ctx, a step's
+// own (a step that completes whatever the caller's context, I5, sends it
+// under a context that is never cancelled).
+func (s *session) touch() { s.touchIn(s.ctx) }
+
+func (s *session) touchIn(ctx context.Context) {
 	if s.m != nil {
-		_, _ = s.m.Touch(context.Background(), s.c)
+		_, _ = s.m.Touch(ctx, s.c)
 	}
 }
 
@@ -262,6 +274,9 @@ func (t *Tree) leaveRegistry() {
 	free := t.free
 	t.free = nil
 	t.mu.Unlock()
+	if len(free) > 0 && t.hasUnburied.Load() {
+		_ = free[0].markBuried()
+	}
 	var c *remote.Client
 	for _, s := range free {
 		if s.m != nil { // nil: the session Open used, or a failed begin

@@ -51,20 +51,28 @@ const repairBit = 1 << 61
 // judgements of its holder.
 const judgeEvery = 16
 
-// replace drops a session whose client an injected fault stopped: the
-// registry learns at once that its tag is dead (so its locks are recovered
-// without waiting for a lease), a moving flag it left set is repaired at
-// once (repairCrashed), and the next operation gets a new session with a
-// new client of the compute node.
+// replace drops a session whose client crashed (an injected fault stopped
+// it, or it lost the outcome of a batch that may have changed remote
+// memory: remote.Client.Crashed): the registry learns at once that its tag
+// is dead (so its locks are recovered without waiting for a lease), a
+// moving flag it left set is repaired at once (repairCrashed), and the
+// next operation gets a new session with a new client of the compute node.
 func (t *Tree) replace(s *session) {
 	t.rstats.crashed.Add(1)
+	marked, tried := s.m == nil, false
 	for repairs := 0; ; {
 		// The member must be marked dead: its compute node's heartbeat goes
 		// on, so nothing else would ever judge its locks free. A client
-		// that crashes doing it is replaced in turn.
+		// that crashes doing it is replaced in turn. It is marked under the
+		// context of the operation that crashed, once; if that fails (the
+		// registry's memory node does not answer, the context ended, the
+		// client crashed), the member is kept for the next operations to
+		// mark (bury) rather than tried again here with one new client
+		// after another.
 		ns := t.newSession()
-		if s.m != nil {
-			_ = s.m.MarkDead(context.Background(), ns.c) // otherwise fails only if the pool closed
+		if !marked && !tried {
+			tried = true
+			marked = s.m.MarkDead(s.ctx, ns.c) == nil
 		}
 		if s.flag.set && !ns.c.Crashed() && repairs < maxCrashRepairs {
 			// A repair whose clients keep crashing is left to the
@@ -79,11 +87,80 @@ func (t *Tree) replace(s *session) {
 			t.rstats.crashed.Add(1)
 			continue
 		}
+		if !marked {
+			t.bury(s.m)
+		}
 		t.mu.Lock()
 		t.free = append(t.free, ns)
 		t.mu.Unlock()
 		return
 	}
+}
+
+// replaceIdle replaces the free sessions whose clients crashed while
+// nobody used them (a connection that carried a release they posted
+// unsignaled broke: remote.Client.Crashed), as release replaces a session
+// whose client crashed in its operation: a lock whose release may be lost
+// would otherwise keep the tag of a client that no operation uses, whose
+// member stays live. n is the compute node's count of crashed clients.
+func (t *Tree) replaceIdle(n uint64) {
+	t.crashesSeen.Store(n)
+	var crashed []*session
+	t.mu.Lock()
+	free := t.free[:0]
+	for _, s := range t.free {
+		if s.c.Crashed() {
+			crashed = append(crashed, s)
+		} else {
+			free = append(free, s)
+		}
+	}
+	clear(t.free[len(free):])
+	t.free = free
+	t.mu.Unlock()
+	for _, s := range crashed {
+		t.replace(s)
+	}
+}
+
+// bury keeps m, the member of a crashed client that could not be marked
+// dead, for the next operations of the compute node to mark (markBuried).
+// Until then it holds its registry slot, its state says live and its
+// compute node's heartbeat goes on: nobody would ever judge a lock holding
+// its tag free, so it must not be forgotten.
+func (t *Tree) bury(m *registry.Member) {
+	t.mu.Lock()
+	t.unburied = append(t.unburied, m)
+	t.hasUnburied.Store(true)
+	t.mu.Unlock()
+}
+
+// markBuried marks the members that crashed clients left unmarked (bury)
+// dead, with the session's client, under the operation's context (begin
+// calls it, and Recover's begin before its walk, so that it recovers their
+// locks); those it cannot mark stay for the next operation, and the error
+// is returned. It first reads the registry (registry.Node.Reachable), so
+// that its client is not stopped by a write to a memory node still down.
+func (s *session) markBuried() error {
+	t := s.t
+	if err := t.reg.Reachable(s.ctx, s.c); err != nil {
+		return wrapRemote(err)
+	}
+	t.mu.Lock()
+	ms := t.unburied
+	t.unburied = nil
+	t.hasUnburied.Store(false)
+	t.mu.Unlock()
+	for i, m := range ms {
+		if err := m.MarkDead(s.ctx, s.c); err != nil {
+			t.mu.Lock()
+			t.unburied = append(t.unburied, ms[i:]...)
+			t.hasUnburied.Store(true)
+			t.mu.Unlock()
+			return wrapRemote(err)
+		}
+	}
+	return nil
 }
 
 // maxCrashRepairs bounds the repairs of one crashed session's moving flag
@@ -297,10 +374,16 @@ func (s *session) commitBy(at time.Duration) time.Duration { return at + s.t.reg
 
 // holderDead judges the holder of a lock word found held (a tag, possibly
 // with repairBit) for a waiter on its attempt-th try. Only every judgeEvery
-// attempts does it cost a READ.
+// attempts does it cost a READ. First it tries again to mark dead the
+// crashed clients that could not be marked yet (markBuried): the holder may
+// be one of them, which nothing else would ever judge dead, and the other
+// operations of the compute node may all be waiting behind this one.
 func (s *session) holderDead(ctx context.Context, w *registry.Watch, word uint64, attempt int) (bool, error) {
 	if attempt%judgeEvery != judgeEvery-1 || !registry.IsTag(word) {
 		return false, nil
+	}
+	if s.t.hasUnburied.Load() {
+		_ = s.markBuried()
 	}
 	dead, err := s.t.reg.Dead(ctx, s.c, w, word)
 	return dead, wrapRemote(err)

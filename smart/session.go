@@ -20,6 +20,11 @@ type session struct {
 	t   *Tree
 	c   *remote.Client
 	ops []remote.Op
+	// ctx is the context of the operation the session serves (sessionFor),
+	// under which its upkeep runs too: registration, heartbeats (touch),
+	// marking crashed clients dead (markBuried). Background between
+	// operations.
+	ctx context.Context
 
 	enc     []byte // encoded key of the current operation
 	enc2    []byte // encoded key of a leaf being split
@@ -101,11 +106,18 @@ const maxLockAttempts = 1 << 14
 // errRestart makes an operation restart from the root.
 var errRestart = fmt.Errorf("smart: restart")
 
-// session takes a session for one operation and charges the simulator's
-// client CPU time of an operation to it.
-func (t *Tree) session() (*session, error) {
+// session is sessionFor of an operation without a context (Open, the
+// scans).
+func (t *Tree) session() (*session, error) { return t.sessionFor(context.Background()) }
+
+// sessionFor takes a session for one operation, whose context is ctx, and
+// charges the simulator's client CPU time of an operation to it.
+func (t *Tree) sessionFor(ctx context.Context) (*session, error) {
 	if t.closed.Load() {
 		return nil, ErrClosed
+	}
+	if n := t.cn.Crashes(); n != t.crashesSeen.Load() {
+		t.replaceIdle(n)
 	}
 	var s *session
 	t.mu.Lock()
@@ -118,6 +130,7 @@ func (t *Tree) session() (*session, error) {
 		t.mu.Unlock()
 		s = t.newSession()
 	}
+	s.ctx = ctx
 	if err := s.begin(); err != nil {
 		t.release(s)
 		return nil, err
@@ -126,7 +139,7 @@ func (t *Tree) session() (*session, error) {
 }
 
 func (t *Tree) newSession() *session {
-	s := &session{t: t, c: t.cn.NewClient(), leafBuf: make([]byte, 256)}
+	s := &session{t: t, c: t.cn.NewClient(), leafBuf: make([]byte, 256), ctx: context.Background()}
 	s.getFn, s.putFn = s.getInWindow, s.putInWindow
 	s.c.ChargeOp()
 	return s
@@ -149,6 +162,7 @@ func (t *Tree) release(s *session) {
 		t.replace(s)
 		return
 	}
+	s.ctx = context.Background()
 	s.win, s.entry, s.flagWaits, s.waits, s.watch, s.nodeLock = nil, nil, 0, 0, registry.Watch{}, 0
 	t.mu.Lock()
 	t.free = append(t.free, s)
@@ -232,7 +246,7 @@ func (s *session) batch() []remote.Op { return s.ops[:0] }
 // do executes ops as one round trip and keeps the slice for reuse.
 func (s *session) do(ctx context.Context, ops []remote.Op) error {
 	s.ops = ops
-	s.touch()
+	s.touchIn(ctx)
 	return s.c.Do(ctx, ops)
 }
 
@@ -243,14 +257,14 @@ func (s *session) doBy(ctx context.Context, ops []remote.Op, by time.Duration) e
 		return s.do(ctx, ops)
 	}
 	s.ops = ops
-	s.touch()
+	s.touchIn(ctx)
 	return s.c.DoBy(ctx, ops, by)
 }
 
 // readWord reads one 8-byte word.
 func (s *session) readWord(ctx context.Context, a remote.Addr) (uint64, error) {
 	s.nodeReads++
-	s.touch()
+	s.touchIn(ctx)
 	if err := s.c.Read(ctx, a, s.word[:]); err != nil {
 		return 0, err
 	}
@@ -264,7 +278,7 @@ func (s *session) readLeaf(ctx context.Context, sl slot, lock bool) (leafView, l
 		n = classBytes(sl.leafClass())
 	}
 	s.leafBuf = grow(s.leafBuf, n)
-	s.touch()
+	s.touchIn(ctx)
 	if err := s.c.Read(ctx, sl.addr(), s.leafBuf); err != nil {
 		return leafView{}, 0, err
 	}

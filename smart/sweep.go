@@ -3,6 +3,7 @@ package smart
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
@@ -26,11 +27,18 @@ import (
 // depth there) or undone (the flag cleared) by what the walk found. A
 // header that a finished split did not lower is lowered.
 func (t *Tree) Recover(ctx context.Context) (int, error) {
-	s, err := t.session()
+	s, err := t.sessionFor(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer t.release(s)
+	if t.hasUnburied.Load() {
+		// Crashed clients whose members could not be marked dead: until
+		// they are, their locks look live (their compute node beats).
+		if err := s.markBuried(); err != nil {
+			return 0, fmt.Errorf("smart: recover: marking crashed clients dead: %w", err)
+		}
+	}
 	w := sweeper{s: s, watched: make(map[remote.Addr]*watched)}
 	if err := w.walk(ctx); err != nil {
 		return w.recovered, wrapRemote(err)
@@ -44,7 +52,7 @@ func (t *Tree) Recover(ctx context.Context) (int, error) {
 			return w.recovered, err
 		}
 		s.c.Backoff(attempt)
-		s.touch()
+		s.touchIn(ctx)
 	}
 	w.second = true
 	err = w.walk(ctx)

@@ -79,7 +79,7 @@ func (s *session) readNode(ctx context.Context, cur cursor) (bool, error) {
 	}
 	buf := s.nodeBuf[:t.readBytes()]
 	s.nodeReads++
-	s.touch()
+	s.touchIn(ctx)
 	if err := s.c.Read(ctx, n.addr, buf); err != nil {
 		return false, err
 	}

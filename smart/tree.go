@@ -53,8 +53,17 @@ type Tree struct {
 	leaves remote.FreeList
 	rstats struct{ retired, reused, renewals, crashed, recovered atomic.Uint64 }
 
-	mu   sync.Mutex // guards free; never held across a verb
+	mu   sync.Mutex // guards free and unburied; never held across a verb
 	free []*session
+	// unburied holds the members of crashed clients that could not be
+	// marked dead yet (the registry's memory node did not answer): the
+	// next operations try again (markBuried). hasUnburied: it is not empty.
+	unburied    []*registry.Member
+	hasUnburied atomic.Bool
+	// crashesSeen is the compute node's count of crashed clients
+	// (remote.ComputeNode.Crashes) when the free sessions were last
+	// looked through for crashed ones (replaceIdle).
+	crashesSeen atomic.Uint64
 }
 
 var _ Index = (*Tree)(nil)

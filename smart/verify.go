@@ -25,7 +25,7 @@ import (
 // twice, and, with Options.Reclaim, that no leaf it holds for reuse is
 // linked (I8).
 func (t *Tree) Verify(ctx context.Context) error {
-	s, err := t.session()
+	s, err := t.sessionFor(ctx)
 	if err != nil {
 		return err
 	}

@@ -308,6 +308,10 @@ func TestMemnodeRestartAnonymous(t *testing.T) {
 				if err := oc.Write(ctx, x, []byte("stale!!!")); !errIs(err, gone...) {
 					t.Fatalf("try %d: old pool's WRITE on the restarted node: %v, want ErrUnavailable or ErrBadNode", i, err)
 				}
+				if !oc.Crashed() {
+					t.Fatalf("try %d: the old pool's client whose WRITE failed was not stopped", i)
+				}
+				oc = oc.ComputeNode().NewClient() // a failed WRITE stops its client (remote.Client.Crashed)
 				if _, err := oc.Named(ctx, "anon", 64); !errIs(err, gone...) {
 					t.Fatalf("try %d: old pool's named request: %v, want ErrUnavailable or ErrBadNode", i, err)
 				}

@@ -351,8 +351,8 @@ func TestMemnodeKilledUnderLoad(t *testing.T) {
 		t.Fatalf("%d of 6 writers saw ErrUnavailable", unavailable)
 	}
 	t.Logf("every writer failed within %v of the kill", time.Since(killedAt))
-	c := cn.NewClient()
 	for i := range 3 {
+		c := cn.NewClient() // a failed FAA stops its client (remote.Client.Crashed)
 		start := time.Now()
 		if _, err := c.FAA(ctx, dead, 1); !errors.Is(err, remote.ErrUnavailable) {
 			t.Fatalf("FAA %d on the dead node: %v, want ErrUnavailable", i, err)

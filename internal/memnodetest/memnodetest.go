@@ -197,9 +197,26 @@ func (nd *Node) Stop() {
 
 // Pause stops the process with SIGSTOP, as a memory node that stops
 // answering: the kernel still accepts connections to its port, and nothing
-// answers them. Resume continues it; Stop, which ends every test's
+// answers them. It returns once the process is stopped (on Linux, where
+// /proc tells; elsewhere after 50 ms), so that a request sent after it is
+// not answered. Resume continues it; Stop, which ends every test's
 // processes, continues a paused one too.
-func (nd *Node) Pause() { nd.cmd.Process.Signal(syscall.SIGSTOP) }
+func (nd *Node) Pause() {
+	nd.cmd.Process.Signal(syscall.SIGSTOP)
+	stat := fmt.Sprintf("/proc/%d/stat", nd.cmd.Process.Pid)
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond) // no /proc
+			return
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return
+		}
+	}
+	nd.t.Errorf("memnode %s not stopped 5 s after SIGSTOP", nd.Addr)
+}
 
 // Resume continues a process stopped by Pause.
 func (nd *Node) Resume() { nd.cmd.Process.Signal(syscall.SIGCONT) }

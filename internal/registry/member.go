@@ -117,7 +117,8 @@ func (m *Member) Close(ctx context.Context, c *remote.Client) error {
 }
 
 // MarkDead records that the member's client was stopped in the middle of
-// its work (an injected fault, remote.ErrCrashed): its state word says dead,
+// its work (an injected fault, or a batch of it that failed:
+// remote.Client.Crashed): its state word says dead,
 // so a waiter judges a lock holding its tag dead at once instead of after a
 // lease, and its pin no longer holds reclamation back. c is another client
 // of the node, since the member's own no longer works. If it fails (c was

@@ -301,6 +301,15 @@ func (n *Node) clientAddr(b, k int) remote.Addr {
 	return n.body.Add(uint64(blockBytes*n.opts.Blocks + 8*(b*n.opts.Clients+k)))
 }
 
+// Reachable reads a word of the registry with c: whether the registry's
+// memory node answers, asked before a write to it that may as well wait
+// (marking a crashed client dead again): a write that fails stops its
+// client (remote.Client.Crashed), a read does not.
+func (n *Node) Reachable(ctx context.Context, c *remote.Client) error {
+	_, err := n.readEpoch(ctx, c)
+	return err
+}
+
 func (n *Node) readEpoch(ctx context.Context, c *remote.Client) (uint64, error) {
 	var buf [8]byte
 	if err := c.Read(ctx, n.region.Add(epochOff), buf[:]); err != nil {
