@@ -257,8 +257,9 @@ func (p *Pool) touch(ops []Op) {
 // holder preempted in the middle of a WRITE or a critical section can keep a
 // lock held or a record torn for milliseconds on a loaded machine, so the
 // first retries only yield the processor and later ones sleep, doubling up
-// to 100 µs: a budget of thousands of attempts then covers about a second
-// of waiting rather than a burst of spins.
+// to 100 µs: a budget of thousands of attempts then covers a second or more
+// of waiting (the system's sleeps may be much longer than asked) rather
+// than a burst of spins.
 func realBackoff(attempt int) {
 	if attempt < 8 {
 		runtime.Gosched()

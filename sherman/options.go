@@ -68,7 +68,10 @@ type Options struct {
 	// DefaultRetryBudget). A global lock is retried up to 64×RetryBudget
 	// times. In local mode retries back off (yield, then sleep up to 1 ms for
 	// a torn page and 100 µs for a lock), so the default budget tolerates a
-	// writer preempted for about a second.
+	// writer preempted for a second or more: the sleeps last what the system
+	// makes of them (a 100 µs sleep lasted 1.1 ms on the 2-core development
+	// VM, where a Put gave up on a global lock that a live client never
+	// released after 65,537 CASes and 75 s on the local transport).
 	RetryBudget int
 	// NoRedo turns off the redo record that precedes every page WRITE under
 	// a lock (the paper-faithful configuration, one verb and 40 bytes plus

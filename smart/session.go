@@ -100,7 +100,16 @@ const maxLocalRetries = 32
 
 // maxLockAttempts bounds the attempts to take one leaf lock, and the waits
 // of one operation (session.wait), before the operation fails with
-// ErrContention: about a second of backoff in real time.
+// ErrContention. In real time nearly every attempt sleeps
+// remote.Client.Backoff's longest step, 100 µs, which asks for 1.6 s in
+// all; what it takes is what the system's sleeps take: on the 2-core
+// development VM a 100 µs sleep lasts 1.1 ms, and a Put on a leaf whose
+// live holder never releases it failed after 18.5 s on the local
+// transport and 14.9 s over tcp (20 to 26 s in a user's run of 8 writers
+// over tcp). That is longer than a lease, so a holder whose compute node
+// fell silent is judged dead and its lock taken over within the wait
+// (after about Options.Lease), and a holder of this compute node whose
+// batch failed is judged dead at once (recover.go, replace).
 const maxLockAttempts = 1 << 14
 
 // errRestart makes an operation restart from the root.
@@ -187,7 +196,7 @@ func (s *session) retry() error {
 // ones wait remote.Client.Backoff, as a lock waiter does. In real time a
 // holder preempted in the middle of its change keeps it in progress for as
 // long as the machine is loaded, so waits are bounded like lock attempts
-// (maxLockAttempts, about a second) rather than by the retry budget, and a
+// (maxLockAttempts, seconds) rather than by the retry budget, and a
 // holder that died is judged by the caller meanwhile (judgeLeaf,
 // recoverHeld) and recovered.
 func (s *session) wait() error {
