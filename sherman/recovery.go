@@ -398,6 +398,12 @@ func (s *session) markBuried(ctx context.Context) {
 // down. It takes no lock, so a lock wait may call it (acquire).
 func (s *session) markMembers(ctx context.Context) error {
 	t := s.t
+	t.mu.Lock()
+	none := len(t.unburied) == 0
+	t.mu.Unlock()
+	if none {
+		return nil
+	}
 	if err := t.reg.Reachable(ctx, s.c); err != nil {
 		return err
 	}

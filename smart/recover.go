@@ -59,20 +59,21 @@ const judgeEvery = 16
 // next operation gets a new session with a new client of the compute node.
 func (t *Tree) replace(s *session) {
 	t.rstats.crashed.Add(1)
-	marked, tried := s.m == nil, false
+	marked := s.m == nil
+	try := !marked
 	for repairs := 0; ; {
 		// The member must be marked dead: its compute node's heartbeat goes
-		// on, so nothing else would ever judge its locks free. A client
-		// that crashes doing it is replaced in turn. It is marked under the
-		// context of the operation that crashed, once; if that fails (the
-		// registry's memory node does not answer, the context ended, the
-		// client crashed), the member is kept for the next operations to
-		// mark (bury) rather than tried again here with one new client
-		// after another.
+		// on, so nothing else would ever judge its locks free. It is marked
+		// under the context of the operation that crashed. A client that
+		// an injected fault stops doing it is replaced in turn, and the
+		// next one tries again; if the marking fails otherwise (the
+		// registry's memory node does not answer, the context ended), the
+		// member is kept for the next operations to mark (bury) rather
+		// than tried again here with one new client after another.
 		ns := t.newSession()
-		if !marked && !tried {
-			tried = true
-			marked = s.m.MarkDead(s.ctx, ns.c) == nil
+		if try {
+			err := s.m.MarkDead(s.ctx, ns.c)
+			marked, try = err == nil, errors.Is(err, remote.ErrCrashed)
 		}
 		if s.flag.set && !ns.c.Crashed() && repairs < maxCrashRepairs {
 			// A repair whose clients keep crashing is left to the
