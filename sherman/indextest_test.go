@@ -75,8 +75,8 @@ func TestPausedMemoryNode(t *testing.T) {
 	indextest.RunPausedNode(t, contractTarget("sherman", Options{KeySize: 32, ValueSize: 64, Lease: 10 * time.Second}))
 }
 
-// TestDeadlineOnPausedNode: a Get with a 300 ms deadline returns by about
-// then while the registry's memory node is stopped
+// TestDeadlineOnPausedNode: a Get or a Scan with a 300 ms deadline returns
+// by about then while the registry's memory node is stopped
 // (indextest.RunDeadlineOnPausedNode).
 func TestDeadlineOnPausedNode(t *testing.T) {
 	indextest.RunDeadlineOnPausedNode(t, contractTarget("sherman", Options{KeySize: 32, ValueSize: 64}))

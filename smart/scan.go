@@ -87,7 +87,7 @@ func (t *Tree) runScan(ctx context.Context, lo, hi []byte, desc bool, limit int,
 	if hi != nil && bytes.Compare(lo, hi) >= 0 {
 		return nil
 	}
-	s, err := t.session()
+	s, err := t.sessionFor(ctx)
 	if err != nil {
 		return err
 	}

@@ -115,8 +115,7 @@ const maxLockAttempts = 1 << 14
 // errRestart makes an operation restart from the root.
 var errRestart = fmt.Errorf("smart: restart")
 
-// session is sessionFor of an operation without a context (Open, the
-// scans).
+// session is sessionFor of an operation without a context (Open).
 func (t *Tree) session() (*session, error) { return t.sessionFor(context.Background()) }
 
 // sessionFor takes a session for one operation, whose context is ctx, and

@@ -203,8 +203,8 @@ func runPausedNode(t *testing.T, tg Target, mn int, kill bool) {
 }
 
 // RunDeadlineOnPausedNode: while memory node 0, which holds the client
-// registry, is stopped (SIGSTOP), a Get whose context has a deadline of
-// 300 ms, far below the tcp transport's Timeout (3 s), returns within about
+// registry, is stopped (SIGSTOP), a Get or a Scan whose context has a
+// deadline of 300 ms, far below the tcp transport's Timeout (3 s), returns within about
 // that, with the context's error (or ErrUnavailable once the node is known
 // down), although its operation starts with the compute node's heartbeat
 // (the node was idle for over half a lease, so the heartbeat waits for its
@@ -238,18 +238,29 @@ func RunDeadlineOnPausedNode(t *testing.T, tg Target) {
 	for i := range 8 {
 		dctx, cancel := context.WithTimeout(ctx, deadline)
 		t0 := time.Now()
-		_, _, err := idx.Get(dctx, key(i))
+		op := "Get"
+		var err error
+		if i%2 == 0 {
+			_, _, err = idx.Get(dctx, key(i))
+		} else {
+			op = "Scan"
+			for _, err = range idx.Scan(dctx, key(i), nil) {
+				if err != nil {
+					break
+				}
+			}
+		}
 		d := time.Since(t0)
 		cancel()
-		t.Logf("Get %d with a deadline of %v, memory node 0 stopped: %v after %v", i, deadline, err, d.Round(time.Millisecond))
+		t.Logf("%s %d with a deadline of %v, memory node 0 stopped: %v after %v", op, i, deadline, err, d.Round(time.Millisecond))
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
 			expired++
 		case err != nil && !errors.Is(err, remote.ErrUnavailable):
-			t.Errorf("Get %d: %v, want nil, the context's error or ErrUnavailable", i, err)
+			t.Errorf("%s %d: %v, want nil, the context's error or ErrUnavailable", op, i, err)
 		}
 		if d > deadline+timeout/8 {
-			t.Errorf("Get %d returned after %v, its deadline %v (Timeout %v)", i, d, deadline, timeout)
+			t.Errorf("%s %d returned after %v, its deadline %v (Timeout %v)", op, i, d, deadline, timeout)
 		}
 	}
 	if expired == 0 {
