@@ -55,7 +55,9 @@ type Index interface {
 // (both indexes of this module). An operation whose client an injected fault
 // stopped returns an error wrapping remote.ErrCrashed; its outcome is
 // unknown (it may or may not have taken effect), and the index continues
-// with a new client. So does an operation whose write to a memory node
+// with a new client. (A fault that strikes after the operation took effect,
+// in the unwaited release of its lock or in the index's upkeep, may leave
+// it returning nil: nil always means that it took effect.) So does an operation whose write to a memory node
 // failed with remote.ErrUnavailable (or its context's error while the write
 // was in flight): its client crashed (remote.Client.Crashed), and its error
 // wraps that error. What the stopped client left (a held lock, a write cut
