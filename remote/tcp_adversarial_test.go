@@ -718,28 +718,8 @@ func TestTCPUnavailable(t *testing.T) {
 			t.Fatalf("NewPool took %v", d)
 		}
 	})
-	// serve listens on 127.0.0.1 and runs handle on each connection, in a
-	// goroutine of its own, until the test ends.
-	serve := func(t *testing.T, handle func(net.Conn)) net.Listener {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var conns sync.WaitGroup
-		t.Cleanup(func() { l.Close(); conns.Wait() })
-		conns.Go(func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				conns.Go(func() { handle(c) })
-			}
-		})
-		return l
-	}
 	t.Run("silent server", func(t *testing.T) {
-		l := serve(t, func(c net.Conn) { // read everything, answer nothing
+		l := serveTest(t, func(c net.Conn) { // read everything, answer nothing
 			defer c.Close()
 			c.SetReadDeadline(time.Now().Add(dialTimeout + slack))
 			buf := make([]byte, 4096)
@@ -759,7 +739,7 @@ func TestTCPUnavailable(t *testing.T) {
 		}
 	})
 	t.Run("peer closes during the handshake", func(t *testing.T) {
-		l := serve(t, func(c net.Conn) {
+		l := serveTest(t, func(c net.Conn) {
 			// Read the hello (so that the close is a clean end of stream,
 			// not a reset), then close without a refusal.
 			r := &rawConn{t: t, nc: c, br: bufio.NewReader(c)}
@@ -1036,6 +1016,46 @@ func TestServerConfig(t *testing.T) {
 // two-sided request plausibly, but answers batches with misbehave.
 func fakeServer(t *testing.T, misbehave func(c net.Conn, id uint64, payload []byte)) string {
 	t.Helper()
+	l := serveTest(t, func(nc net.Conn) {
+		defer nc.Close()
+		r := &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
+		if _, err := r.read(time.Minute); err != nil {
+			return
+		}
+		r.send(rawFrame(rawVersion, rawWelcome, 0, 0, []byte{codeOK}))
+		for {
+			f, err := r.read(time.Minute)
+			if err != nil {
+				return
+			}
+			switch f.typ {
+			case rawRPC:
+				pool := uint64(1)
+				if len(f.payload) >= 49 {
+					if p := binary.LittleEndian.Uint64(f.payload[1+8*4:]); p != 0 {
+						pool = p
+					}
+				}
+				reply := []byte{codeOK}
+				for _, v := range []uint64{8192, pool, advMain, advChip, 16384} {
+					reply = binary.LittleEndian.AppendUint64(reply, v)
+				}
+				r.send(rawFrame(rawVersion, rawRPCOK, 0, f.id, append(reply, 0)))
+			case rawBatch:
+				if f.flags&rawSignaled != 0 {
+					misbehave(nc, f.id, f.payload)
+				}
+			}
+		}
+	})
+	return l.Addr().String()
+}
+
+// serveTest listens on 127.0.0.1 and runs handle on each connection, in a
+// goroutine of its own, until the test ends; then it closes the listener
+// and the connections still open and waits for the handlers to return.
+func serveTest(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -1061,41 +1081,10 @@ func fakeServer(t *testing.T, misbehave func(c net.Conn, id uint64, payload []by
 			mu.Lock()
 			open = append(open, nc)
 			mu.Unlock()
-			conns.Go(func() {
-				defer nc.Close()
-				r := &rawConn{t: t, nc: nc, br: bufio.NewReader(nc)}
-				if _, err := r.read(time.Minute); err != nil {
-					return
-				}
-				r.send(rawFrame(rawVersion, rawWelcome, 0, 0, []byte{codeOK}))
-				for {
-					f, err := r.read(time.Minute)
-					if err != nil {
-						return
-					}
-					switch f.typ {
-					case rawRPC:
-						pool := uint64(1)
-						if len(f.payload) >= 49 {
-							if p := binary.LittleEndian.Uint64(f.payload[1+8*4:]); p != 0 {
-								pool = p
-							}
-						}
-						reply := []byte{codeOK}
-						for _, v := range []uint64{8192, pool, advMain, advChip, 16384} {
-							reply = binary.LittleEndian.AppendUint64(reply, v)
-						}
-						r.send(rawFrame(rawVersion, rawRPCOK, 0, f.id, append(reply, 0)))
-					case rawBatch:
-						if f.flags&rawSignaled != 0 {
-							misbehave(nc, f.id, f.payload)
-						}
-					}
-				}
-			})
+			conns.Go(func() { handle(nc) })
 		}
 	})
-	return l.Addr().String()
+	return l
 }
 
 // TestTCPHostileServer: a memory node that answers a batch wrongly (another
