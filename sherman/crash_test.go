@@ -879,3 +879,49 @@ func TestRecoverBesideSplits(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleCrashedSession: idle sessions whose clients crashed while nobody
+// used them (over tcp, an idle client whose unsignaled verbs were on a
+// connection that failed: remote.Client.Crashed) are retired before an
+// operation takes them (buryIdle, when remote.ComputeNode.Crashes
+// changes): the Gets and Puts after it succeed instead of failing with
+// remote.ErrCrashed, and the crashed clients count in Stats().Crashed.
+func TestIdleCrashedSession(t *testing.T) {
+	ctx := t.Context()
+	tr := openTree(t, newPool(t, remote.Config{MemoryNodes: 2}), crashOpts)
+	const keys = 16
+	for k := range uint64(keys) {
+		if err := tr.Put(ctx, ikey(k), ikey(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s1, err := tr.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := tr.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.release(s1)
+	tr.release(s2)
+	crashed := tr.Stats().Crashed
+	for _, s := range []*session{s1, s2} {
+		s.c.Crash(remote.Fault{})
+		if err := s.c.Read(ctx, tr.meta, make([]byte, 8)); !errors.Is(err, remote.ErrCrashed) || !s.c.Crashed() {
+			t.Fatalf("a READ with a fault armed: %v, want ErrCrashed", err)
+		}
+	}
+	for k := range uint64(keys) {
+		if v, found, err := tr.Get(ctx, ikey(k)); err != nil || !found || !bytes.Equal(v, ikey(k)) {
+			t.Fatalf("Get(%d) after idle sessions crashed: %q, %v, %v", k, v, found, err)
+		}
+		if err := tr.Put(ctx, ikey(k), []byte("new")); err != nil {
+			t.Fatalf("Put(%d) after idle sessions crashed: %v", k, err)
+		}
+	}
+	if n := tr.Stats().Crashed - crashed; n != 2 {
+		t.Errorf("Stats().Crashed grew by %d, want 2", n)
+	}
+	verify(t, tr)
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dmindex/dmindex/index"
@@ -347,16 +348,13 @@ func (t *Tree) buryIdle(n uint64) {
 	t.crashesSeen.Store(n)
 	var crashed []*session
 	t.mu.Lock()
-	idle := t.idle[:0]
-	for _, s := range t.idle {
-		if s.c.Crashed() {
-			crashed = append(crashed, s)
-		} else {
-			idle = append(idle, s)
+	t.idle = slices.DeleteFunc(t.idle, func(s *session) bool {
+		if !s.c.Crashed() {
+			return false
 		}
-	}
-	clear(t.idle[len(idle):])
-	t.idle = idle
+		crashed = append(crashed, s) // in the same pass: a client may crash meanwhile
+		return true
+	})
 	t.mu.Unlock()
 	for _, s := range crashed {
 		t.stats.crashed.Add(1)

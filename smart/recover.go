@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dmindex/dmindex/internal/registry"
@@ -108,16 +109,13 @@ func (t *Tree) replaceIdle(n uint64) {
 	t.crashesSeen.Store(n)
 	var crashed []*session
 	t.mu.Lock()
-	free := t.free[:0]
-	for _, s := range t.free {
-		if s.c.Crashed() {
-			crashed = append(crashed, s)
-		} else {
-			free = append(free, s)
+	t.free = slices.DeleteFunc(t.free, func(s *session) bool {
+		if !s.c.Crashed() {
+			return false
 		}
-	}
-	clear(t.free[len(free):])
-	t.free = free
+		crashed = append(crashed, s) // in the same pass: a client may crash meanwhile
+		return true
+	})
 	t.mu.Unlock()
 	for _, s := range crashed {
 		t.replace(s)

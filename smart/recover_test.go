@@ -947,3 +947,72 @@ func TestNoRedoTornLeaf(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleCrashedSession: free sessions whose clients crashed while nobody
+// used them (over tcp, an idle client whose unsignaled verbs were on a
+// connection that failed: remote.Client.Crashed) are retired before an
+// operation takes them (replaceIdle, when remote.ComputeNode.Crashes
+// changes): the Gets and Puts after it succeed instead of failing with
+// remote.ErrCrashed, the crashed clients count in Stats().Crashed, and a
+// lock one of them held is taken over at once, since its member was marked
+// dead (the tree's lease is an hour: nothing else would judge it).
+func TestIdleCrashedSession(t *testing.T) {
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 2}, Options{Lease: time.Hour})
+	ctx := t.Context()
+	key := func(i int) []byte { return fmt.Appendf(nil, "idle-%02d", i) }
+	const keys = 16
+	for i := range keys {
+		if err := tr.Put(ctx, key(i), key(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two free sessions: one operation's, and one whose client holds the
+	// lock of key 0's leaf, as after a release lost with its connection.
+	s1, err := tr.sessionFor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := tr.sessionFor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.enc = appendEncoded(s2.enc[:0], key(0))
+	cur, err := s2.start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := s2.descend(ctx, s2.enc, cur)
+	if err != nil || d.out != atLeaf {
+		t.Fatalf("descending to key 0: %v, %v", d.out, err)
+	}
+	if _, _, old, err := s2.lockAndRead(ctx, d.cur.sl); err != nil || old != 0 {
+		t.Fatalf("locking key 0's leaf: lock word %#x, %v", old, err)
+	}
+	tr.release(s1)
+	tr.release(s2)
+	crashed := tr.Stats().Crashed
+	for _, s := range []*session{s1, s2} {
+		s.c.Crash(remote.Fault{})
+		if err := s.c.Read(ctx, tr.rootSlot, make([]byte, 8)); !errors.Is(err, remote.ErrCrashed) || !s.c.Crashed() {
+			t.Fatalf("a READ with a fault armed: %v, want ErrCrashed", err)
+		}
+	}
+	for i := range keys {
+		if v, found, err := tr.Get(ctx, key(i)); err != nil || !found || !bytes.Equal(v, key(i)) {
+			t.Fatalf("Get(%s) after free sessions crashed: %q, %v, %v", key(i), v, found, err)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i := range keys {
+		if err := tr.Put(pctx, key(i), []byte("new")); err != nil {
+			t.Fatalf("Put(%s) after free sessions crashed: %v", key(i), err)
+		}
+	}
+	if n := tr.Stats().Crashed - crashed; n != 2 {
+		t.Errorf("Stats().Crashed grew by %d, want 2", n)
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Error(err)
+	}
+}
