@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -250,6 +251,53 @@ func TestFlagsHint(t *testing.T) {
 		}
 		if strings.Count(msg, `" for `) != len(c.want) {
 			t.Errorf("dmbench %s: %q suggests other commands than %q", strings.Join(c.args, " "), msg, c.want)
+		}
+	}
+}
+
+// TestCommandFlags: commandFlags, which flagsHint reads, matches the flags
+// that run and compare define (read from their -h output): each flag of
+// one command is the other's, renamed to one of the other's, or listed as
+// foreign to the other; and every entry names flags that exist. A flag
+// added to one command alone fails it until the table lists it.
+func TestCommandFlags(t *testing.T) {
+	flagsOf := func(cmd string) map[string]bool {
+		var out, errOut bytes.Buffer
+		if err := dmbench(context.Background(), []string{cmd, "-h"}, &out, &errOut); !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("dmbench %s -h: %v", cmd, err)
+		}
+		names := map[string]bool{}
+		for line := range strings.Lines(errOut.String() + out.String()) {
+			if rest, ok := strings.CutPrefix(line, "  -"); ok {
+				names[strings.Fields(rest)[0]] = true
+			}
+		}
+		if len(names) == 0 {
+			t.Fatalf("dmbench %s -h lists no flag", cmd)
+		}
+		return names
+	}
+	flags := map[string]map[string]bool{"run": flagsOf("run"), "compare": flagsOf("compare")}
+	for cmd, other := range map[string]string{"run": "compare", "compare": "run"} {
+		spell := commandFlags[cmd]
+		for f := range flags[other] {
+			to, renamed := spell.renamed[f]
+			switch {
+			case renamed && !flags[cmd][to]:
+				t.Errorf("commandFlags[%q] renames --%s to --%s, which %s does not have", cmd, f, to, cmd)
+			case !renamed && !flags[cmd][f] && !slices.Contains(spell.foreign, f):
+				t.Errorf("--%s of %s: %s has no such flag, and commandFlags[%q] neither renames it nor lists it as foreign", f, other, cmd, cmd)
+			}
+		}
+		for f := range spell.renamed {
+			if !flags[other][f] {
+				t.Errorf("commandFlags[%q] renames --%s, which %s does not have", cmd, f, other)
+			}
+		}
+		for _, f := range spell.foreign {
+			if !flags[other][f] || flags[cmd][f] {
+				t.Errorf("commandFlags[%q] lists --%s as foreign: %s has it: %v, %s has it: %v", cmd, f, other, flags[other][f], cmd, flags[cmd][f])
+			}
 		}
 	}
 }
