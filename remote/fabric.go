@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dmindex/dmindex/internal/fabric"
 )
@@ -183,8 +184,9 @@ func (t *fabricTransport) newClient(c *Client) {
 	}
 }
 
-func (t *fabricTransport) exec(_ context.Context, c *Client, ops []Op, _ bool) error {
+func (t *fabricTransport) exec(ctx context.Context, c *Client, ops []Op, _ bool) error {
 	fc := c.fab
+	posted := false // a part of the batch was run on a memory node
 	for mn := range t.eps {
 		fc.idx = fc.idx[:0]
 		for i := range ops {
@@ -199,9 +201,20 @@ func (t *fabricTransport) exec(_ context.Context, c *Client, ops []Op, _ bool) e
 		t.mu.Lock()
 		conns := t.cns[c.cn.id][mn]
 		t.mu.Unlock()
-		if err := t.do(conns[c.id%len(conns)], mn, ops, fc); err != nil {
+		slot := conns[c.id%len(conns)]
+		err := t.do(ctx, slot, mn, ops, fc)
+		if errors.Is(err, errSlotBroken) {
+			// Another client's batch broke the slot's connection before
+			// this one was posted: once more, on a new connection.
+			err = t.do(ctx, slot, mn, ops, fc)
+		}
+		if err != nil {
+			if posted {
+				err = sentAnyway(err) // its outcome is not nothing
+			}
 			return err
 		}
+		posted = true
 	}
 	return nil
 }
@@ -215,7 +228,21 @@ func (t *fabricTransport) exec(_ context.Context, c *Client, ops []Op, _ bool) e
 // memory node that stopped answering costs each client one timeout, not
 // one per batch. The first batch after the node was marked down fetches
 // its endpoint again (endpoint), and each slot then redials the new one.
-func (t *fabricTransport) do(s *fabricConn, mn int, ops []Op, fc *fabricClient) error {
+//
+// ctx's deadline bounds the dial and the batch (fabric.Conn.DoBy) besides
+// DialTimeout and Timeout; a cancellation without a deadline is seen only
+// before the batch is posted. A batch cut by the deadline fails with the
+// context's error, its outcome unknown (Client.Crashed), and closes the
+// slot's connection (its staging buffer may still be written) without
+// judging the node: the caller gave up, the node did not fail. A batch
+// refused because another one broke the connection first (or closed it
+// after that) was not posted; it fails with errSlotBroken, and exec runs it
+// once more.
+func (t *fabricTransport) do(ctx context.Context, s *fabricConn, mn int, ops []Op, fc *fabricClient) error {
+	deadline, bounded := ctx.Deadline()
+	if err := ctx.Err(); err != nil {
+		return notSent(fmt.Errorf("memory node %d: %w", mn, err))
+	}
 	node := t.nodes[mn]
 	cur, err := t.endpoint(mn)
 	if err != nil {
@@ -236,14 +263,24 @@ func (t *fabricTransport) do(s *fabricConn, mn int, ops []Op, fc *fabricClient) 
 	}
 	if conn == nil {
 		ep = cur
-		conn, err = fabric.Dial(fabric.DialConfig{Provider: ep.Provider, Addr: ep.Addr,
-			Timeout: t.fcfg.DialTimeout, BatchTimeout: t.fcfg.Timeout})
-		if err == nil {
+		timeout := t.fcfg.DialTimeout
+		if bounded {
+			timeout = min(timeout, time.Until(deadline))
+		}
+		if timeout <= 0 {
+			err = context.DeadlineExceeded
+		} else if conn, err = fabric.Dial(fabric.DialConfig{Provider: ep.Provider, Addr: ep.Addr,
+			Timeout: timeout, BatchTimeout: t.fcfg.Timeout}); err == nil {
 			s.conn, s.ep = conn, ep
 		}
 	}
 	s.mu.Unlock()
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil || errors.Is(err, context.DeadlineExceeded) {
+			// Cut by the caller's deadline: no news of the node.
+			node.abandon(probe)
+			return notSent(fmt.Errorf("memory node %d fabric endpoint %s: %w", mn, ep.Addr, context.DeadlineExceeded))
+		}
 		err = fmt.Errorf("%w: memory node %d fabric endpoint %s: %v", ErrUnavailable, mn, ep.Addr, err)
 		t.nodeFailed(node, probe, err)
 		return err
@@ -258,7 +295,7 @@ func (t *fabricTransport) do(s *fabricConn, mn int, ops []Op, fc *fabricClient) 
 		fc.ops = append(fc.ops, fabric.Op{Kind: fabricKinds[o.Kind], Region: fabric.Region{Base: r[0], Key: r[1], Len: r[2]},
 			Off: o.Addr.Offset(), Buf: o.Buf, Compare: o.Compare, Swap: o.Swap})
 	}
-	err = conn.Do(fc.ops)
+	err = conn.DoBy(fc.ops, deadline)
 	switch {
 	case err == nil:
 		node.connected(probe)
@@ -273,12 +310,17 @@ func (t *fabricTransport) do(s *fabricConn, mn int, ops []Op, fc *fabricClient) 
 		node.connected(probe)
 		return fmt.Errorf("%w: memory node %d: %v", ErrBadRequest, mn, err)
 	}
-	s.mu.Lock()
-	if s.conn == conn {
-		s.conn = nil
-		conn.Close()
+	s.drop(conn)
+	switch {
+	case errors.Is(err, fabric.ErrBroken) || errors.Is(err, fabric.ErrClosed):
+		// Broken, or closed by the batch that broke it (drop), before this
+		// one was posted.
+		node.abandon(probe)
+		return fmt.Errorf("%w: memory node %d: %w (%v)", ErrUnavailable, mn, errSlotBroken, err)
+	case errors.Is(err, fabric.ErrDeadline):
+		node.abandon(probe)
+		return fmt.Errorf("memory node %d: %w (%v)", mn, context.DeadlineExceeded, err)
 	}
-	s.mu.Unlock()
 	err = fmt.Errorf("%w: memory node %d: %v", ErrUnavailable, mn, err)
 	if !probe && ep.gen < t.eps[mn].cur.Load().gen {
 		// A connection to the endpoint of before the node's last failure
@@ -288,6 +330,21 @@ func (t *fabricTransport) do(s *fabricConn, mn int, ops []Op, fc *fabricClient) 
 	}
 	t.nodeFailed(node, probe, err)
 	return err
+}
+
+// errSlotBroken is wrapped by the error of a batch that was not posted
+// because another batch broke its slot's connection first (fabric.ErrBroken,
+// or fabric.ErrClosed once that batch closed it).
+var errSlotBroken = errors.New("the endpoint connection was broken by another batch; nothing was posted")
+
+// drop closes conn and empties the slot, if the slot still holds it.
+func (s *fabricConn) drop(conn *fabric.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == conn {
+		s.conn = nil
+		conn.Close()
+	}
 }
 
 // closeEndpoints closes every slot's connection to memory node mn, which

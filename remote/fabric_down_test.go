@@ -5,7 +5,9 @@ package remote_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +96,90 @@ func TestFabricNodeRestart(t *testing.T) {
 	}
 	if want := uint64(2 * len(clients)); v != want {
 		t.Errorf("counter %d after the restart, want %d (every FAA before the close, one per client after)", v, want)
+	}
+}
+
+// TestFabricContextOnStoppedNode is TestTCPContextOnStoppedNode for the
+// fabric transport's data path: on a memnode process stopped by SIGSTOP, a
+// verb whose context has a deadline far shorter than FabricConfig.Timeout
+// returns the context's error at about the deadline (it waited for the
+// Timeout, the endpoint's watchdog, before); a READ leaves its client
+// working, an FAA crashes it (it may still land). With one endpoint that
+// the clients share, a READ queued behind another's on it, whose deadline
+// broke the endpoint, is not posted there and returns by its own deadline
+// without crashing its client (its redial is cut by the deadline too). The
+// node is not judged down by deadlines its callers set: once it continues,
+// the next verbs succeed at once.
+func TestFabricContextOnStoppedNode(t *testing.T) {
+	const timeout = 3 * time.Second
+	const deadline = 300 * time.Millisecond
+	for _, conns := range []int{2, 1} {
+		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
+			nodes := memnodetest.Start(t, 1, memnodetest.Options{Bytes: 4 << 20, Tags: "fabric", Args: []string{"--provider", "sockets"}})
+			p, err := remote.NewPool(remote.Config{Fabric: &remote.FabricConfig{MemoryNodes: memnodetest.Addrs(nodes),
+				Token: memnodetest.Token, Provider: "sockets", Conns: conns, DialTimeout: timeout, Timeout: timeout}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			cn := p.NewComputeNode()
+			clients := []*remote.Client{cn.NewClient(), cn.NewClient()}
+			ctx := context.Background()
+			a, err := clients[0].Alloc(ctx, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range clients {
+				if _, err := c.FAA(ctx, a, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// With two endpoints, a READ and an FAA, each on its own; with
+			// one, two READs on it.
+			names := []string{"READ", "FAA"}
+			if conns == 1 {
+				names[1] = "READ"
+			}
+			nodes[0].Pause()
+			defer nodes[0].Resume()
+			errs := make([]error, 2)
+			took := make([]time.Duration, 2)
+			var wg sync.WaitGroup
+			for i, c := range clients {
+				wg.Go(func() {
+					dctx, cancel := context.WithTimeout(ctx, deadline)
+					defer cancel()
+					t0 := time.Now()
+					if names[i] == "FAA" {
+						_, errs[i] = c.FAA(dctx, a, 1)
+					} else {
+						errs[i] = c.Read(dctx, a, make([]byte, 8))
+					}
+					took[i] = time.Since(t0)
+				})
+			}
+			wg.Wait()
+			for i, c := range clients {
+				t.Logf("%s %d with a deadline of %v on the stopped node: %v after %v", names[i], i, deadline, errs[i], took[i])
+				if !errors.Is(errs[i], context.DeadlineExceeded) {
+					t.Errorf("%s %d: %v, want the context's error", names[i], i, errs[i])
+				}
+				if took[i] > deadline+timeout/4 {
+					t.Errorf("%s %d returned after %v, its deadline %v (Timeout %v)", names[i], i, took[i], deadline, timeout)
+				}
+				if crashed := c.Crashed(); crashed != (names[i] == "FAA") {
+					t.Errorf("%s %d given up: client crashed: %v", names[i], i, crashed)
+				}
+			}
+			nodes[0].Resume()
+			c := cn.NewClient()
+			t0 := time.Now()
+			if v, err := c.FAA(ctx, a, 0); err != nil || v > 1 {
+				t.Fatalf("FAA after the node continued: %d, %v; want 0 or 1 (the FAA given up may have landed)", v, err)
+			}
+			if d := time.Since(t0); d > timeout/2 {
+				t.Errorf("the first FAA after the node continued took %v: the node was judged down", d)
+			}
+		})
 	}
 }

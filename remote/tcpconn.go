@@ -522,6 +522,18 @@ func (n *tcpNode) failed(probe bool, cause error) bool {
 	return tripped
 }
 
+// abandon records a dial or batch that ended without news of the node (its
+// caller's deadline cut it, or it was not posted): a probe's end lets the
+// next attempt probe.
+func (n *tcpNode) abandon(probe bool) {
+	if !probe {
+		return
+	}
+	n.mu.Lock()
+	n.probing = false
+	n.mu.Unlock()
+}
+
 // unavailable returns the error of a verb refused while the node is down.
 func (n *tcpNode) unavailable() error {
 	n.mu.Lock()

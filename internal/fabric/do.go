@@ -31,15 +31,26 @@ const (
 // failed; results of operations that did not complete are unspecified. A
 // malformed op fails the whole batch with ErrInvalid before anything is
 // posted. After ErrUnavailable (and, with verbs, ErrAccess) the Conn is
-// broken. Do on a closed Conn returns ErrClosed.
-func (c *Conn) Do(ops []Op) error {
+// broken: a later Do posts nothing and returns an error wrapping ErrBroken
+// and ErrUnavailable. Do on a closed Conn returns ErrClosed.
+func (c *Conn) Do(ops []Op) error { return c.DoBy(ops, time.Time{}) }
+
+// DoBy is Do that also gives up at deadline (the zero time: never), which
+// bounds the batch as the watchdog (DialConfig.BatchTimeout) does, when it
+// comes first: a batch that has not completed by then fails with an error
+// wrapping ErrDeadline. If a round was outstanding then, the Conn is broken
+// as by the watchdog (the operations may still take effect, and the
+// staging buffer may still be written until Close); if the deadline had
+// passed before a round was posted, nothing of it was, and the Conn stays
+// usable.
+func (c *Conn) DoBy(ops []Op, deadline time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.h == nil {
 		return fmt.Errorf("%w: Do on a closed Conn", ErrClosed)
 	}
 	if c.broken != nil {
-		return c.broken
+		return fmt.Errorf("%w: %w", ErrBroken, c.broken)
 	}
 	for i := range ops {
 		if err := ops[i].check(i, c.maxMsg); err != nil {
@@ -49,7 +60,7 @@ func (c *Conn) Do(ops []Op) error {
 			return fmt.Errorf("op %d: %w", i, c.atomicsErr)
 		}
 	}
-	deadline := time.Now().Add(c.batchTimeout)
+	by := batchDeadline{watchdog: time.Now().Add(c.batchTimeout), caller: deadline}
 	for start := 0; start < len(ops); {
 		n, need := c.round(ops[start:])
 		if n == 0 {
@@ -58,12 +69,24 @@ func (c *Conn) Do(ops []Op) error {
 			}
 			continue
 		}
-		if err := c.run(ops[start:start+n], start, deadline); err != nil {
+		if err := c.run(ops[start:start+n], start, by); err != nil {
 			return err
 		}
 		start += n
 	}
 	return nil
+}
+
+// batchDeadline is when a batch gives up: its watchdog, or its caller's
+// deadline (DoBy; zero: none) if that comes first.
+type batchDeadline struct{ watchdog, caller time.Time }
+
+// at returns the earlier of the two, and whether it is the caller's.
+func (b batchDeadline) at() (time.Time, bool) {
+	if !b.caller.IsZero() && b.caller.Before(b.watchdog) {
+		return b.caller, true
+	}
+	return b.watchdog, false
 }
 
 // Post runs ops like Do. It exists for callers that distinguish unsignaled
@@ -103,8 +126,9 @@ func (c *Conn) grow(need uint64) error {
 	return nil
 }
 
-// run posts and reaps one round; base is the index of ops[0] in the batch.
-func (c *Conn) run(ops []Op, base int, deadline time.Time) error {
+// run posts and reaps one round by deadline by; base is the index of
+// ops[0] in the batch.
+func (c *Conn) run(ops []Op, base int, by batchDeadline) error {
 	var off uint64
 	for i := range ops {
 		o := &ops[i]
@@ -121,12 +145,20 @@ func (c *Conn) run(ops []Op, base int, deadline time.Time) error {
 		}
 		off += o.slotSize()
 	}
+	deadline, caller := by.at()
 	left := time.Until(deadline)
-	if left <= 0 {
+	switch {
+	case left <= 0 && caller:
+		return fmt.Errorf("%w: operations %d to %d not posted", ErrDeadline, base, base+len(ops)-1)
+	case left <= 0:
 		c.broken = fmt.Errorf("%w: watchdog: batch not completed in %v", ErrUnavailable, c.batchTimeout)
 		return c.broken
 	}
 	if rc := C.fs_conn_run(c.h, C.int(len(ops)), millis(left)); rc != C.FS_OK {
+		if rc == C.FS_ETIMEOUT && caller {
+			c.broken = fmt.Errorf("%w: a batch's deadline passed with operations outstanding", ErrUnavailable)
+			return fmt.Errorf("%w: operations %d to %d outstanding", ErrDeadline, base, base+len(ops)-1)
+		}
 		c.broken = shimError(rc, C.GoString(&c.pub.err[0]))
 		return c.broken
 	}

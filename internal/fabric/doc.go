@@ -54,7 +54,9 @@
 // looks at the connection's event queue every 20 ms for FI_SHUTDOWN: a peer
 // that dies or hangs gives ErrUnavailable in bounded time, and the Conn is
 // broken from then on (its staging buffer may still be written by the
-// provider until Close).
+// provider until Close). DoBy adds the caller's deadline: the round gives
+// up at whichever comes first, with ErrDeadline for the caller's, which
+// breaks the Conn the same way if operations were outstanding.
 //
 // # Errors
 //

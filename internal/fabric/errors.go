@@ -9,7 +9,8 @@ import "errors"
 var (
 	// ErrUnavailable: the peer refused the connection, shut it down, died,
 	// or did not complete a batch before its watchdog expired. The Conn is
-	// broken: every later Do returns ErrUnavailable; Close it and dial again.
+	// broken: every later Do returns ErrUnavailable (and ErrBroken); Close
+	// it and dial again.
 	ErrUnavailable = errors.New("fabric: peer unavailable")
 	// ErrAccess: the target rejected an operation (an address outside
 	// every registered region, a wrong key). With verbs it also breaks the
@@ -26,4 +27,13 @@ var (
 	ErrUnsupported = errors.New("fabric: unsupported")
 	// ErrClosed: the Conn or Server was closed.
 	ErrClosed = errors.New("fabric: closed")
+	// ErrDeadline: a batch given a deadline (DoBy) did not complete by it.
+	// If some of it was posted, its operations may or may not have taken
+	// effect, and may still, and the Conn is broken as after
+	// ErrUnavailable; if none was, the Conn is intact.
+	ErrDeadline = errors.New("fabric: batch deadline passed")
+	// ErrBroken: Do on a Conn that an earlier batch broke (with
+	// ErrUnavailable, ErrDeadline or, with verbs, ErrAccess): nothing of
+	// this batch was posted. The error wraps ErrUnavailable too.
+	ErrBroken = errors.New("fabric: connection broken by an earlier batch")
 )

@@ -353,3 +353,65 @@ func waitStopped(t *testing.T, pid int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestDoByDeadline: DoBy with a deadline that passed posts nothing and
+// leaves the Conn usable; on a server frozen with SIGSTOP it fails with
+// ErrDeadline at its deadline, well before the watchdog, and breaks the
+// Conn: a later Do posts nothing and fails at once with ErrBroken and
+// ErrUnavailable. A deadline after the watchdog's leaves the watchdog to
+// fail the batch with ErrUnavailable.
+func TestDoByDeadline(t *testing.T) {
+	ch := startChild(t, "server", childArgs{})
+	f := strings.Fields(ch.line(t, failBound))
+	if len(f) != 4 {
+		t.Fatalf("server child said %q", f)
+	}
+	key, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Region{Key: key, Len: 4096}
+	const batchTimeout, deadline = 2 * time.Second, 200 * time.Millisecond
+	cfg := testDialConfig(f[0])
+	cfg.BatchTimeout = batchTimeout
+	dial := func() *Conn {
+		c, err := Dial(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	c, late := dial(), dial()
+	faa := []Op{{Kind: OpFAA, Region: r, Swap: 1}}
+	if err := c.DoBy(faa, time.Now().Add(-time.Second)); !errors.Is(err, ErrDeadline) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("DoBy with a deadline passed = %v, want ErrDeadline alone", err)
+	}
+	if err := c.DoBy(faa, time.Now().Add(time.Minute)); err != nil || faa[0].Old != 0 {
+		t.Fatalf("DoBy after a refused one = %v, old value %d; want nil, 0 (nothing of the refused one posted)", err, faa[0].Old)
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, ch.cmd.Process.Pid)
+	defer ch.cmd.Process.Signal(syscall.SIGCONT)
+	start := time.Now()
+	err = c.DoBy([]Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}}, start.Add(deadline))
+	d := time.Since(start)
+	if !errors.Is(err, ErrDeadline) {
+		t.Fatalf("DoBy on a stopped server = %v, want ErrDeadline", err)
+	}
+	if d < deadline*9/10 || d > deadline+batchTimeout/2 {
+		t.Errorf("DoBy gave up after %v, want about %v (watchdog %v)", d, deadline, batchTimeout)
+	}
+	t.Logf("after %v: %v", d.Round(time.Millisecond), err)
+	start = time.Now()
+	if err := c.Do(faa); !errors.Is(err, ErrBroken) || !errors.Is(err, ErrUnavailable) || time.Since(start) > 100*time.Millisecond {
+		t.Errorf("Do after the deadline broke the Conn = %v after %v, want ErrBroken and ErrUnavailable at once", err, time.Since(start))
+	}
+	start = time.Now()
+	err = late.DoBy(faa, start.Add(time.Minute))
+	if d := time.Since(start); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDeadline) || d < batchTimeout*9/10 {
+		t.Errorf("DoBy with a deadline after the watchdog's = %v after %v, want ErrUnavailable from the watchdog (%v)", err, d, batchTimeout)
+	}
+}
