@@ -204,22 +204,46 @@ func runPausedNode(t *testing.T, tg Target, mn int, kill bool) {
 
 // RunDeadlineOnPausedNode: while memory node 0, which holds the client
 // registry, is stopped (SIGSTOP), a Get or a Scan whose context has a
-// deadline of 300 ms, far below the tcp transport's Timeout (3 s), returns within about
-// that, with the context's error (or ErrUnavailable once the node is known
-// down), although its operation starts with the compute node's heartbeat
-// (the node was idle for over half a lease, so the heartbeat waits for its
-// reply): the index's upkeep runs under the operation's context. Once the
-// node continues, Gets succeed and Verify (if set) passes.
+// deadline of 300 ms, far below the transport's Timeout (3 s), returns
+// within about that, with the context's error (or ErrUnavailable once the
+// node is known down), although its operation starts with the compute
+// node's heartbeat (the node was idle for over half a lease, so the
+// heartbeat waits for its reply): the index's upkeep runs under the
+// operation's context. Once the node continues, Gets succeed and Verify
+// (if set) passes. It runs over each of pausedTransports: tcp, and the
+// fabric transport in builds with the fabric tag.
 func RunDeadlineOnPausedNode(t *testing.T, tg Target) {
 	checkTarget(t, tg)
+	for _, tr := range pausedTransports {
+		t.Run(tr.name, func(t *testing.T) { runDeadlineOnPausedNode(t, tg, tr) })
+	}
+}
+
+// A pausedTransport is a transport to memnode processes for
+// RunDeadlineOnPausedNode: the processes' options, and the pool
+// configuration reaching them with a Timeout.
+type pausedTransport struct {
+	name   string
+	opts   memnodetest.Options
+	config func(addrs []string, timeout time.Duration) remote.Config
+}
+
+// pausedTransports are the transports RunDeadlineOnPausedNode runs over
+// (transports_fabric.go adds the fabric transport).
+var pausedTransports = []pausedTransport{{name: "tcp", config: func(addrs []string, timeout time.Duration) remote.Config {
+	return remote.Config{TCP: &remote.TCPConfig{MemoryNodes: addrs, Token: memnodetest.Token, Timeout: timeout}}
+}}}
+
+func runDeadlineOnPausedNode(t *testing.T, tg Target, tr pausedTransport) {
 	const (
 		timeout  = 3 * time.Second
 		deadline = 300 * time.Millisecond
 		keys     = 64
 	)
-	nodes := memnodetest.Start(t, 2, memnodetest.Options{Bytes: 64 << 20})
-	p := newPool(t, remote.Config{TCP: &remote.TCPConfig{MemoryNodes: memnodetest.Addrs(nodes),
-		Token: memnodetest.Token, Timeout: timeout}})
+	opts := tr.opts
+	opts.Bytes = 64 << 20
+	nodes := memnodetest.Start(t, 2, opts)
+	p := newPool(t, tr.config(memnodetest.Addrs(nodes), timeout))
 	idx := tg.open(t, p.NewComputeNode(), tg.Name+"-deadline")
 	ctx := context.Background()
 	key := func(i int) []byte { return tg.fitKey(fmt.Appendf(nil, "deadline-key-%04d", i)) }

@@ -4,6 +4,7 @@ package indextest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dmindex/dmindex/internal/memnodetest"
 	"github.com/dmindex/dmindex/remote"
@@ -11,6 +12,12 @@ import (
 
 func init() {
 	Transports = append(Transports, Transport{Name: "fabric", Config: FabricConfig, Slow: true})
+	pausedTransports = append(pausedTransports, pausedTransport{name: "fabric",
+		opts: memnodetest.Options{Tags: "fabric", Args: []string{"--provider", "sockets"}},
+		config: func(addrs []string, timeout time.Duration) remote.Config {
+			return remote.Config{Fabric: &remote.FabricConfig{MemoryNodes: addrs, Token: memnodetest.Token,
+				Provider: "sockets", DialTimeout: timeout, Timeout: timeout}}
+		}})
 }
 
 // FabricConfig starts two memnode processes built with the fabric tag and
