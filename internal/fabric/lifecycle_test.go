@@ -228,21 +228,9 @@ func TestServerClosed(t *testing.T) {
 // TestServerKilled SIGKILLs a server process: clients with batches in
 // flight and clients starting new ones get ErrUnavailable in bounded time.
 func TestServerKilled(t *testing.T) {
-	ch := startChild(t, "server", childArgs{})
-	f := strings.Fields(ch.line(t, failBound))
-	if len(f) != 4 {
-		t.Fatalf("server child said %q", f)
-	}
-	var r Region
-	for i, p := range []*uint64{&r.Base, &r.Key, &r.Len} {
-		v, err := strconv.ParseUint(f[i+1], 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		*p = v
-	}
-	idle := dial(t, f[0])
-	busy := dial(t, f[0])
+	ch, addr, r := startServerChild(t)
+	idle := dial(t, addr)
+	busy := dial(t, addr)
 	if err := idle.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -288,18 +276,9 @@ func TestServerKilled(t *testing.T) {
 // connections stay open but nothing completes: the batch watchdog fails the
 // batch with ErrUnavailable after BatchTimeout.
 func TestServerStopped(t *testing.T) {
-	ch := startChild(t, "server", childArgs{})
-	f := strings.Fields(ch.line(t, failBound))
-	if len(f) != 4 {
-		t.Fatalf("server child said %q", f)
-	}
-	key, err := strconv.ParseUint(f[2], 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := Region{Key: key, Len: 4096}
+	ch, addr, r := startServerChild(t)
 	const batchTimeout = 500 * time.Millisecond
-	cfg := testDialConfig(f[0])
+	cfg := testDialConfig(addr)
 	cfg.BatchTimeout = batchTimeout
 	c, err := Dial(cfg)
 	if err != nil {
@@ -361,18 +340,9 @@ func waitStopped(t *testing.T, pid int) {
 // ErrUnavailable. A deadline after the watchdog's leaves the watchdog to
 // fail the batch with ErrUnavailable.
 func TestDoByDeadline(t *testing.T) {
-	ch := startChild(t, "server", childArgs{})
-	f := strings.Fields(ch.line(t, failBound))
-	if len(f) != 4 {
-		t.Fatalf("server child said %q", f)
-	}
-	key, err := strconv.ParseUint(f[2], 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := Region{Key: key, Len: 4096}
+	ch, addr, r := startServerChild(t)
 	const batchTimeout, deadline = 2 * time.Second, 200 * time.Millisecond
-	cfg := testDialConfig(f[0])
+	cfg := testDialConfig(addr)
 	cfg.BatchTimeout = batchTimeout
 	dial := func() *Conn {
 		c, err := Dial(cfg)
@@ -396,7 +366,7 @@ func TestDoByDeadline(t *testing.T) {
 	waitStopped(t, ch.cmd.Process.Pid)
 	defer ch.cmd.Process.Signal(syscall.SIGCONT)
 	start := time.Now()
-	err = c.DoBy([]Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}}, start.Add(deadline))
+	err := c.DoBy([]Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}}, start.Add(deadline))
 	d := time.Since(start)
 	if !errors.Is(err, ErrDeadline) {
 		t.Fatalf("DoBy on a stopped server = %v, want ErrDeadline", err)
@@ -414,4 +384,24 @@ func TestDoByDeadline(t *testing.T) {
 	if d := time.Since(start); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDeadline) || d < batchTimeout*9/10 {
 		t.Errorf("DoBy with a deadline after the watchdog's = %v after %v, want ErrUnavailable from the watchdog (%v)", err, d, batchTimeout)
 	}
+}
+
+// startServerChild starts a server child process and returns it, the
+// address it listens on and the region it registered.
+func startServerChild(t *testing.T) (*child, string, Region) {
+	t.Helper()
+	ch := startChild(t, "server", childArgs{})
+	f := strings.Fields(ch.line(t, failBound))
+	if len(f) != 4 {
+		t.Fatalf("server child said %q", f)
+	}
+	var r Region
+	for i, p := range []*uint64{&r.Base, &r.Key, &r.Len} {
+		v, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p = v
+	}
+	return ch, f[0], r
 }
