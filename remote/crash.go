@@ -59,9 +59,11 @@ func (c *Client) Crash(f Fault) {
 // that verbs the client posted unsignaled before may have been lost with a
 // broken connection. The call of the batch that crashed the client returns
 // the transport's error (wrapping ErrUnavailable or the context's error),
-// and every later call fails with ErrCrashed, as after an injected fault:
-// like a crashed client, it must be replaced, and what it may have left (a
-// lock it may hold) recovered (docs/recovery.md). Safe for concurrent use.
+// and every later call fails with ErrCrashed, as after an injected fault,
+// wrapping that error too (so that a caller who retries on ErrUnavailable
+// sees why): like a crashed client, it must be replaced, and what it may
+// have left (a lock it may hold) recovered (docs/recovery.md). Safe for
+// concurrent use.
 func (c *Client) Crashed() bool { return c.fault.crashed.Load() }
 
 // lostOutcome reports whether err, the error of batch ops handed to the
@@ -104,7 +106,7 @@ func (c *Client) setCrashed() {
 // crashedError is the error of a call refused because the client crashed.
 func (c *Client) crashedError() error {
 	if p := c.fault.unsure.Load(); p != nil {
-		return fmt.Errorf("%w: a batch that may change remote memory failed (%v)", ErrCrashed, *p)
+		return fmt.Errorf("%w: a batch that may change remote memory failed: %w", ErrCrashed, *p)
 	}
 	return ErrCrashed
 }

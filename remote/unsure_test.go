@@ -16,8 +16,8 @@ import (
 // TestTCPLostOutcomeCrashes: a batch holding a WRITE, CAS or FAA that was
 // in flight when its memory node stopped answering fails with
 // ErrUnavailable and leaves its client crashed (Client.Crashed; every later
-// call fails with ErrCrashed), since it may have landed, and does land once
-// the node answers again; a READ in flight at the same time fails the same
+// call fails with ErrCrashed, wrapping that ErrUnavailable), since it may
+// have landed, and does land once the node answers again; a READ in flight at the same time fails the same
 // way and leaves its client working, and so does a READ refused at once
 // because the node is known down, while a CAS refused so crashes its client
 // (its caller may have needed it to land: a lock's release). A READ whose
@@ -88,8 +88,8 @@ func TestTCPLostOutcomeCrashes(t *testing.T) {
 	if !late.Crashed() {
 		t.Error("a CAS refused on the node known down left its client working")
 	}
-	if _, err := casser.FAA(ctx, a, 1); !errors.Is(err, remote.ErrCrashed) || errors.Is(err, remote.ErrUnavailable) {
-		t.Errorf("FAA of the crashed client: %v, want ErrCrashed alone", err)
+	if _, err := casser.FAA(ctx, a, 1); !errors.Is(err, remote.ErrCrashed) || !errors.Is(err, remote.ErrUnavailable) {
+		t.Errorf("FAA of the crashed client: %v, want ErrCrashed wrapping the ErrUnavailable that crashed it", err)
 	}
 	if err := casser.Read(ctx, a, make([]byte, 8)); !errors.Is(err, remote.ErrCrashed) {
 		t.Errorf("READ of the crashed client: %v, want ErrCrashed", err)
