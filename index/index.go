@@ -20,7 +20,10 @@ type KV struct{ Key, Value []byte }
 // belong to the caller. Errors wrap the sentinels of this package or those
 // of package remote (remote.ErrOutOfMemory, remote.ErrClosed) and a
 // cancelled context's error; test them with errors.Is. A failed call leaves
-// the index unchanged or fully applied, never half-applied.
+// the index unchanged or fully applied, never half-applied. A call ends by
+// its context's deadline, except for the writes a Put or Delete makes under
+// a lock it took, which run to completion whatever the context (the
+// transport's Timeout bounds them: docs/deploy.md).
 type Index interface {
 	// Get returns the value stored under key.
 	Get(ctx context.Context, key []byte) (value []byte, found bool, err error)
