@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/dmindex/dmindex/internal/fabric"
 )
@@ -47,11 +46,21 @@ type fabricEpoch struct {
 }
 
 // fabricConn is one endpoint slot, dialled on first use, after it broke,
-// and after its memory node's endpoint was fetched again.
+// and after its memory node's endpoint was fetched again. Its mutex is never
+// held across a dial or a batch.
 type fabricConn struct {
-	mu   sync.Mutex
-	conn *fabric.Conn
-	ep   *fabricEpoch // the endpoint conn was dialled to
+	mu      sync.Mutex
+	conn    *fabric.Conn
+	ep      *fabricEpoch // the endpoint conn was dialled to
+	dialing *fabricDial  // the dial in flight, if any
+	shut    bool         // the transport closed: no connection is installed any more
+}
+
+// fabricDial is a slot's dial in flight: the batches that need the slot
+// meanwhile wait for its outcome, or for their context.
+type fabricDial struct {
+	done chan struct{}
+	err  error // set before done is closed
 }
 
 // fabricKinds translates verb kinds (validated before exec).
@@ -87,7 +96,7 @@ func (p *Pool) dialFabric(cfg FabricConfig) error {
 	t.pool = pool
 	for mn := range t.addrs {
 		trips := t.nodes[mn].trips.Load()
-		e, err := ft.fetchEndpoint(mn)
+		e, err := ft.fetchEndpoint(context.Background(), mn)
 		if err != nil {
 			t.close()
 			return fmt.Errorf("memory node %d (%s): %w", mn, t.addrs[mn], err)
@@ -102,8 +111,8 @@ func (p *Pool) dialFabric(cfg FabricConfig) error {
 
 // fetchEndpoint asks memory node mn for its fabric endpoint and checks it
 // against the configuration and the node's geometry.
-func (t *fabricTransport) fetchEndpoint(mn int) (fabricEndpoint, error) {
-	e, err := t.adminConn(mn).endpoint()
+func (t *fabricTransport) fetchEndpoint(ctx context.Context, mn int) (fabricEndpoint, error) {
+	e, err := t.adminConn(mn).endpoint(ctx)
 	if err != nil {
 		return e, err
 	}
@@ -122,8 +131,9 @@ func (t *fabricTransport) fetchEndpoint(mn int) (fabricEndpoint, error) {
 // node's control connection as the tcp transport does, so while the node
 // is down it fails at once unless the back-off lets it through as the
 // probe. One fetch runs at a time; the batches that need the endpoint
-// meanwhile fail at once.
-func (t *fabricTransport) endpoint(mn int) (*fabricEpoch, error) {
+// meanwhile fail at once. The fetch ends when ctx does (with its error; the
+// node is not judged by it).
+func (t *fabricTransport) endpoint(ctx context.Context, mn int) (*fabricEpoch, error) {
 	fn, node := t.eps[mn], t.nodes[mn]
 	trips := node.trips.Load()
 	if e := fn.cur.Load(); e.trips == trips {
@@ -137,8 +147,11 @@ func (t *fabricTransport) endpoint(mn int) (*fabricEpoch, error) {
 	if e.trips == trips {
 		return e, nil // fetched meanwhile
 	}
-	ep, err := t.fetchEndpoint(mn)
+	ep, err := t.fetchEndpoint(ctx, mn)
 	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, ErrUnavailable) {
+			return nil, notSent(fmt.Errorf("memory node %d (%s): fetching its fabric endpoint: %w", mn, t.addrs[mn], cerr))
+		}
 		if !errors.Is(err, ErrUnavailable) {
 			// It answers, but serves no endpoint this pool can use.
 			err = fmt.Errorf("%w: memory node %d (%s): fabric endpoint: %w", ErrUnavailable, mn, t.addrs[mn], err)
@@ -151,15 +164,15 @@ func (t *fabricTransport) endpoint(mn int) (*fabricEpoch, error) {
 	return e, nil
 }
 
-// endpoint asks the memory node for its fabric endpoint.
-func (c *tcpConn) endpoint() (fabricEndpoint, error) {
+// endpoint asks the memory node for its fabric endpoint, until ctx ends.
+func (c *tcpConn) endpoint(ctx context.Context) (fabricEndpoint, error) {
 	call := newTCPCall()
 	call.isRPC = true
 	call.fabric = true
-	if _, err := c.write(context.Background(), c.t.deadline(), call, frameHeader{typ: frameFabric, flags: flagSignaled}, 0, func(b []byte) []byte { return b }, 0); err != nil {
+	if _, err := c.write(ctx, c.t.deadline(), call, frameHeader{typ: frameFabric, flags: flagSignaled}, 0, func(b []byte) []byte { return b }, 0); err != nil {
 		return fabricEndpoint{}, err
 	}
-	if err := c.await(call); err != nil {
+	if err := c.awaitCtx(ctx, call); err != nil {
 		return fabricEndpoint{}, err
 	}
 	return call.endpoint, nil
@@ -229,9 +242,10 @@ func (t *fabricTransport) exec(ctx context.Context, c *Client, ops []Op, _ bool)
 // one per batch. The first batch after the node was marked down fetches
 // its endpoint again (endpoint), and each slot then redials the new one.
 //
-// ctx's deadline bounds the dial and the batch (fabric.Conn.DoBy) besides
-// DialTimeout and Timeout; a cancellation without a deadline is seen only
-// before the batch is posted. A batch cut by the deadline fails with the
+// ctx bounds the wait for the endpoint's fetch and for the slot's dial
+// (slotConn), and its deadline the batch (fabric.Conn.DoBy) besides
+// Timeout; a cancellation without a deadline is seen before the batch is
+// posted and when it ends. A batch cut by the deadline fails with the
 // context's error, its outcome unknown (Client.Crashed), and closes the
 // slot's connection (its staging buffer may still be written) without
 // judging the node: the caller gave up, the node did not fail. A batch
@@ -239,12 +253,12 @@ func (t *fabricTransport) exec(ctx context.Context, c *Client, ops []Op, _ bool)
 // after that) was not posted; it fails with errSlotBroken, and exec runs it
 // once more.
 func (t *fabricTransport) do(ctx context.Context, s *fabricConn, mn int, ops []Op, fc *fabricClient) error {
-	deadline, bounded := ctx.Deadline()
+	deadline, _ := ctx.Deadline()
 	if err := ctx.Err(); err != nil {
 		return notSent(fmt.Errorf("memory node %d: %w", mn, err))
 	}
 	node := t.nodes[mn]
-	cur, err := t.endpoint(mn)
+	cur, err := t.endpoint(ctx, mn)
 	if err != nil {
 		return err
 	}
@@ -252,37 +266,8 @@ func (t *fabricTransport) do(ctx context.Context, s *fabricConn, mn int, ops []O
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	conn, ep := s.conn, s.ep
-	if conn != nil && ep.gen < cur.gen {
-		// Dialled to the endpoint of before the node's last failure (and
-		// not closed yet by closeEndpoints): closed before the new one is
-		// dialled.
-		conn.Close()
-		conn, s.conn = nil, nil
-	}
-	if conn == nil {
-		ep = cur
-		timeout := t.fcfg.DialTimeout
-		if bounded {
-			timeout = min(timeout, time.Until(deadline))
-		}
-		if timeout <= 0 {
-			err = context.DeadlineExceeded
-		} else if conn, err = fabric.Dial(fabric.DialConfig{Provider: ep.Provider, Addr: ep.Addr,
-			Timeout: timeout, BatchTimeout: t.fcfg.Timeout}); err == nil {
-			s.conn, s.ep = conn, ep
-		}
-	}
-	s.mu.Unlock()
+	conn, ep, probe, err := t.slotConn(ctx, s, mn, cur, probe)
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil || errors.Is(err, context.DeadlineExceeded) {
-			// Cut by the caller's deadline: no news of the node.
-			node.abandon(probe)
-			return notSent(fmt.Errorf("memory node %d fabric endpoint %s: %w", mn, ep.Addr, context.DeadlineExceeded))
-		}
-		err = fmt.Errorf("%w: memory node %d fabric endpoint %s: %v", ErrUnavailable, mn, ep.Addr, err)
-		t.nodeFailed(node, probe, err)
 		return err
 	}
 	fc.ops = fc.ops[:0]
@@ -330,6 +315,92 @@ func (t *fabricTransport) do(ctx context.Context, s *fabricConn, mn int, ops []O
 	}
 	t.nodeFailed(node, probe, err)
 	return err
+}
+
+// slotConn returns slot s's connection to endpoint cur of memory node mn,
+// dialling one if the slot has none (or one to an older endpoint), and
+// whether the caller still holds the node's probe (admit): a dial reports
+// its outcome to the node itself, so the caller's batch does not. A dial
+// runs in a goroutine of its own (dialSlot), bounded by DialTimeout and
+// half of Timeout as the tcp transport's are; the batches that need the
+// slot meanwhile wait for it, or for their context, whose error they then
+// return (nothing of their batch was sent).
+func (t *fabricTransport) slotConn(ctx context.Context, s *fabricConn, mn int, cur *fabricEpoch, probe bool) (*fabric.Conn, *fabricEpoch, bool, error) {
+	node := t.nodes[mn]
+	s.mu.Lock()
+	if s.conn != nil && s.ep.gen < cur.gen {
+		// Dialled to the endpoint of before the node's last failure (and
+		// not closed yet by closeEndpoints): closed before the new one is
+		// dialled.
+		s.conn.Close()
+		s.conn = nil
+	}
+	if conn, ep := s.conn, s.ep; conn != nil {
+		s.mu.Unlock()
+		return conn, ep, probe, nil
+	}
+	if s.shut {
+		s.mu.Unlock()
+		node.abandon(probe)
+		return nil, nil, false, ErrClosed
+	}
+	d := s.dialing
+	if d == nil {
+		d = &fabricDial{done: make(chan struct{})}
+		s.dialing = d
+		go t.dialSlot(s, d, mn, cur, probe)
+	} else {
+		node.abandon(probe) // the dial in flight tells about the node
+	}
+	s.mu.Unlock()
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		return nil, nil, false, notSent(fmt.Errorf("memory node %d fabric endpoint %s: waiting for its dial: %w", mn, cur.Addr, ctx.Err()))
+	}
+	if d.err != nil {
+		return nil, nil, false, d.err
+	}
+	s.mu.Lock()
+	conn, ep := s.conn, s.ep
+	s.mu.Unlock()
+	if conn == nil {
+		return nil, nil, false, fmt.Errorf("%w: memory node %d fabric endpoint %s: the new connection was closed at once", ErrUnavailable, mn, cur.Addr)
+	}
+	return conn, ep, false, nil
+}
+
+// dialSlot makes dial d of slot s to endpoint ep of memory node mn,
+// installs the connection and reports the outcome to the node (probe: the
+// dial is the probe the node's back-off let through).
+func (t *fabricTransport) dialSlot(s *fabricConn, d *fabricDial, mn int, ep *fabricEpoch, probe bool) {
+	node := t.nodes[mn]
+	conn, err := fabric.Dial(fabric.DialConfig{Provider: ep.Provider, Addr: ep.Addr,
+		Timeout: min(t.fcfg.DialTimeout, t.fcfg.Timeout/2), BatchTimeout: t.fcfg.Timeout})
+	if err != nil {
+		err = fmt.Errorf("%w: memory node %d fabric endpoint %s: %v", ErrUnavailable, mn, ep.Addr, err)
+	}
+	s.mu.Lock()
+	s.dialing = nil
+	failed := err != nil
+	switch {
+	case s.shut:
+		err, failed = ErrClosed, false
+		node.abandon(probe)
+	case err == nil && !node.connected(probe):
+		err = node.unavailable() // found down while this dial ran
+	case err == nil:
+		s.conn, s.ep = conn, ep
+	}
+	if err != nil && conn != nil {
+		conn.Close()
+	}
+	d.err = err
+	s.mu.Unlock()
+	if failed {
+		t.nodeFailed(node, probe, err)
+	}
+	close(d.done)
 }
 
 // errSlotBroken is wrapped by the error of a batch that was not posted
@@ -395,6 +466,9 @@ func (t *fabricTransport) close() {
 	for _, cn := range t.cns {
 		for _, slots := range cn {
 			for _, s := range slots {
+				s.mu.Lock()
+				s.shut = true
+				s.mu.Unlock()
 				s.close()
 			}
 		}

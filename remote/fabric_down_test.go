@@ -183,3 +183,84 @@ func TestFabricContextOnStoppedNode(t *testing.T) {
 		})
 	}
 }
+
+// TestFabricDialsOnStoppedNode: on a memnode process stopped by SIGSTOP
+// before any endpoint connection was dialled, 8 clients sharing a compute
+// node's 2 endpoint slots each fail within about Timeout (the dial of a
+// slot is given half of it, and the clients that need the slot meanwhile
+// wait for that one dial), where they queued on the slot and dialled one
+// after another, each for DialTimeout (20 s in all with Timeout 3 s, a
+// new-user pass measured); clients whose context is cancelled after
+// 300 ms return then with context.Canceled; once the node is found down,
+// a READ with a 300 ms deadline returns by it, also when it is the one
+// that fetches the node's endpoint again; and closing the pool takes about
+// a Timeout at most.
+func TestFabricDialsOnStoppedNode(t *testing.T) {
+	const timeout = 2 * time.Second
+	const clients = 8
+	for _, mode := range []string{"background", "cancelled"} {
+		t.Run(mode, func(t *testing.T) {
+			nodes := memnodetest.Start(t, 1, memnodetest.Options{Bytes: 4 << 20, Tags: "fabric", Args: []string{"--provider", "sockets"}})
+			p, err := remote.NewPool(remote.Config{Fabric: &remote.FabricConfig{MemoryNodes: memnodetest.Addrs(nodes),
+				Token: memnodetest.Token, Provider: "sockets", DialTimeout: 5 * time.Second, Timeout: timeout}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			cn := p.NewComputeNode()
+			a, err := cn.NewClient().Alloc(t.Context(), 64) // a control-plane call: no endpoint dialled
+			if err != nil {
+				t.Fatal(err)
+			}
+			nodes[0].Pause()
+			defer nodes[0].Resume()
+			var wg sync.WaitGroup
+			for i := range clients {
+				c := cn.NewClient()
+				wg.Go(func() {
+					ctx := context.Background()
+					if mode == "cancelled" {
+						var cancel context.CancelFunc
+						ctx, cancel = context.WithCancel(ctx)
+						time.AfterFunc(300*time.Millisecond, cancel)
+					}
+					t0 := time.Now()
+					err := c.Read(ctx, a, make([]byte, 8))
+					d := time.Since(t0)
+					switch {
+					case mode == "cancelled" && (!errors.Is(err, context.Canceled) || d > time.Second):
+						t.Errorf("client %d: READ cancelled after 300 ms on the stopped node: %v after %v, want context.Canceled then", i, err, d)
+					case mode == "background" && (!errors.Is(err, remote.ErrUnavailable) || d > timeout+timeout/2):
+						t.Errorf("client %d: READ on the stopped node: %v after %v, want ErrUnavailable within about the Timeout (%v)", i, err, d, timeout)
+					default:
+						t.Logf("client %d: %v after %v", i, err, d.Round(time.Millisecond))
+					}
+				})
+			}
+			wg.Wait()
+			if mode == "background" {
+				// The node is down now: past its back-off, the next batch
+				// fetches its endpoint again over the control connection,
+				// which waits for the caller's deadline, not for the
+				// transport's own (it took 1.5 s with a 300 ms deadline).
+				for i := range 3 {
+					time.Sleep(300 * time.Millisecond)
+					ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					t0 := time.Now()
+					err := cn.NewClient().Read(ctx, a, make([]byte, 8))
+					d := time.Since(t0)
+					cancel()
+					t.Logf("READ %d with a deadline of 300 ms on the node found down: %v after %v", i, err, d.Round(time.Millisecond))
+					if err == nil || d > 600*time.Millisecond {
+						t.Errorf("READ %d with a deadline of 300 ms on the node found down: %v after %v", i, err, d)
+					}
+				}
+			}
+			t0 := time.Now()
+			p.Close()
+			if d := time.Since(t0); d > timeout+timeout/2 {
+				t.Errorf("closing the pool with the node stopped took %v (Timeout %v)", d, timeout)
+			}
+		})
+	}
+}
