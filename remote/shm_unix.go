@@ -38,7 +38,7 @@ func (p *Pool) openShm(cfg ShmConfig) error {
 		return fmt.Errorf("%w: ShmConfig.Dir is empty", ErrBadRequest)
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-		return fmt.Errorf("remote: shm directory: %w", err)
+		return fmt.Errorf("%w: ShmConfig.Dir: %v", ErrBadRequest, err)
 	}
 	n, fixed := p.cfg.MemoryNodes, shmNodeCount(cfg.Dir)
 	switch {
@@ -173,6 +173,9 @@ func mapShmNode(path string, cfg Config) ([]byte, error) {
 				return b, err
 			}
 			continue // another process created it first: open theirs
+		}
+		if errors.Is(err, unix.EISDIR) {
+			return nil, fmt.Errorf("%w: a directory, not a memory-node file", ErrBadNode)
 		}
 		if err != nil {
 			return nil, err
