@@ -321,17 +321,13 @@ func (s *session) retag(ctx context.Context, h *held, data ...remote.Op) error {
 // node to mark it (markBuried, and markMembers when a lock wait judges a
 // holder). It must not be forgotten: its compute node's heartbeat goes on,
 // so nothing else would ever judge a lock holding its tag free. The
-// marking is bounded by the context of the operation whose client crashed
-// (none for a session that served none).
-func (t *Tree) bury(s *session) {
+// marking is bounded by ctx: the context of the operation whose client
+// crashed, or of the one that found the crashed session idle (buryIdle).
+func (t *Tree) bury(ctx context.Context, s *session) {
 	t.mu.Lock()
 	t.unburied = append(t.unburied, s.m)
 	t.hasUnburied.Store(true)
 	t.mu.Unlock()
-	ctx := s.ctx
-	if ctx == nil {
-		ctx = context.Background()
-	}
 	if o, err := t.anySession(ctx); err == nil {
 		o.markBuried(ctx)
 		t.release(o)
@@ -343,8 +339,9 @@ func (t *Tree) bury(s *session) {
 // remote.Client.Crashed), as release drops a session whose client crashed
 // in its operation (bury): a word whose release may be lost would
 // otherwise keep the tag of a client that no operation uses, whose member
-// stays live. n is the compute node's count of crashed clients.
-func (t *Tree) buryIdle(n uint64) {
+// stays live. n is the compute node's count of crashed clients; ctx is the
+// context of the operation that looks, which bounds the markings.
+func (t *Tree) buryIdle(ctx context.Context, n uint64) {
 	t.crashesSeen.Store(n)
 	var crashed []*session
 	t.mu.Lock()
@@ -358,7 +355,7 @@ func (t *Tree) buryIdle(n uint64) {
 	t.mu.Unlock()
 	for _, s := range crashed {
 		t.stats.crashed.Add(1)
-		t.bury(s)
+		t.bury(ctx, s)
 	}
 }
 
@@ -433,11 +430,12 @@ func (t *Tree) noteStale(a remote.Addr) {
 	t.mu.Unlock()
 }
 
-// discard drops a session that failed before serving an operation.
-func (t *Tree) discard(s *session) {
+// discard drops a session that failed before serving an operation, whose
+// context is ctx.
+func (t *Tree) discard(ctx context.Context, s *session) {
 	if s.c.Crashed() {
 		t.stats.crashed.Add(1)
-		t.bury(s)
+		t.bury(ctx, s)
 		return
 	}
 	_ = s.m.Close(context.Background(), s.c)

@@ -109,11 +109,11 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	// The redo slots come after the lock table: settling what a previous
 	// incarnation of the client slot left takes locks.
 	if err := s.open(ctx); err != nil {
-		t.discard(s)
+		t.discard(ctx, s)
 		return nil, err
 	}
 	if err := s.initRedo(ctx); err != nil {
-		t.discard(s)
+		t.discard(ctx, s)
 		return nil, err
 	}
 	t.release(s)
@@ -289,7 +289,7 @@ func (t *Tree) anySession(ctx context.Context) (*session, error) {
 		return nil, index.ErrClosed
 	}
 	if n := t.cn.Crashes(); n != t.crashesSeen.Load() {
-		t.buryIdle(n)
+		t.buryIdle(ctx, n)
 	}
 	t.mu.Lock()
 	var s *session
@@ -306,7 +306,7 @@ func (t *Tree) anySession(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	if err := s.initRedo(ctx); err != nil {
-		t.discard(s)
+		t.discard(ctx, s)
 		return nil, err
 	}
 	return s, nil
@@ -335,7 +335,11 @@ func (t *Tree) newSession(ctx context.Context, c *remote.Client) (*session, erro
 func (t *Tree) release(s *session) {
 	if s.c.Crashed() {
 		t.stats.crashed.Add(1)
-		t.bury(s)
+		ctx := s.ctx
+		if ctx == nil { // a session that served no operation
+			ctx = context.Background()
+		}
+		t.bury(ctx, s)
 		return
 	}
 	s.ctx = nil

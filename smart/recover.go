@@ -104,8 +104,10 @@ func (t *Tree) replace(s *session) {
 // unsignaled broke: remote.Client.Crashed), as release replaces a session
 // whose client crashed in its operation: a lock whose release may be lost
 // would otherwise keep the tag of a client that no operation uses, whose
-// member stays live. n is the compute node's count of crashed clients.
-func (t *Tree) replaceIdle(n uint64) {
+// member stays live. n is the compute node's count of crashed clients;
+// ctx is the context of the operation that looks, which bounds the
+// markings (replace marks under the session's context).
+func (t *Tree) replaceIdle(ctx context.Context, n uint64) {
 	t.crashesSeen.Store(n)
 	var crashed []*session
 	t.mu.Lock()
@@ -118,6 +120,7 @@ func (t *Tree) replaceIdle(n uint64) {
 	})
 	t.mu.Unlock()
 	for _, s := range crashed {
+		s.ctx = ctx
 		t.replace(s)
 	}
 }

@@ -125,7 +125,7 @@ func (t *Tree) sessionFor(ctx context.Context) (*session, error) {
 		return nil, ErrClosed
 	}
 	if n := t.cn.Crashes(); n != t.crashesSeen.Load() {
-		t.replaceIdle(n)
+		t.replaceIdle(ctx, n)
 	}
 	var s *session
 	t.mu.Lock()
