@@ -16,26 +16,6 @@ import (
 	"time"
 )
 
-// benchServer starts a server child process (one 4 KiB region) and returns
-// its address and region: both the Go and the C benchmark clients then run
-// in a process other than the server's, as on a real memory node.
-func benchServer(b *testing.B) (string, Region) {
-	ch := startChild(b, "server", childArgs{})
-	f := strings.Fields(ch.line(b, failBound))
-	if len(f) != 4 {
-		b.Fatalf("server child said %q", f)
-	}
-	var r Region
-	for i, p := range []*uint64{&r.Base, &r.Key, &r.Len} {
-		v, err := strconv.ParseUint(f[i+1], 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		*p = v
-	}
-	return f[0], r
-}
-
 // benchShapes are the measured batch shapes: 8-byte CAS and 64-byte READ,
 // one at a time and in batches of 32 and 64.
 var benchShapes = []struct {
@@ -49,7 +29,7 @@ var benchShapes = []struct {
 // BenchmarkGo measures verbs per second through the Go engine: one Do per
 // batch of window operations (ns/op is per batch).
 func BenchmarkGo(b *testing.B) {
-	addr, r := benchServer(b)
+	_, addr, r := startServerChild(b) // the server in a process of its own, as on a real memory node
 	c, err := Dial(testDialConfig(addr))
 	if err != nil {
 		b.Fatal(err)
@@ -106,7 +86,7 @@ func BenchmarkGoVsC(b *testing.B) {
 	if out, err := exec.Command("cc", args...).CombinedOutput(); err != nil {
 		b.Skipf("cc: %v\n%s", err, out)
 	}
-	addr, r := benchServer(b)
+	_, addr, r := startServerChild(b) // the server in a process of its own, as on a real memory node
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		b.Fatal(err)

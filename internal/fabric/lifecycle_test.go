@@ -386,9 +386,9 @@ func TestDoByDeadline(t *testing.T) {
 	}
 }
 
-// startServerChild starts a server child process and returns it, the
-// address it listens on and the region it registered.
-func startServerChild(t *testing.T) (*child, string, Region) {
+// startServerChild starts a server child process (one 4 KiB region) and
+// returns it, the address it listens on and the region it registered.
+func startServerChild(t testing.TB) (*child, string, Region) {
 	t.Helper()
 	ch := startChild(t, "server", childArgs{})
 	f := strings.Fields(ch.line(t, failBound))
