@@ -240,10 +240,6 @@ func (l *tcpLink) confirm(c *Client) {
 	l.pmu.Unlock()
 }
 
-// await is awaitCtx for a request that no context bounds but the
-// transport's Timeout.
-func (c *tcpConn) await(call *tcpCall) error { return c.awaitCtx(context.Background(), call) }
-
 // awaitCtx waits for call's reply, or until ctx ends. A node that does not
 // answer in time has its connection closed, which fails every request
 // pending on it with ErrUnavailable and marks the node down. If ctx ends
