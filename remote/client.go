@@ -90,9 +90,11 @@ func (c *Client) Do(ctx context.Context, ops []Op) error { return c.run(ctx, ops
 // run out. If the batch would leave later, nothing of it is executed and
 // DoBy returns ErrLate. The simulator checks at the batch's virtual posting
 // instant, after any wait for its turn to run (a goroutine not started by
-// Pool.Go queues for it while virtual time moves on); the other transports
-// check right before they hand the batch to the memory nodes, which leaves
-// only the time the verbs take to leave the machine.
+// Pool.Go queues for it while virtual time moves on); local and shm check
+// once the batch holds the memory it changes, so that it then lands whole
+// before any later batch that changes the same memory in the process; tcp
+// and fabric check right before they hand the batch to the network, which
+// leaves only the time the verbs take to leave the machine.
 func (c *Client) DoBy(ctx context.Context, ops []Op, by time.Duration) error {
 	return c.runBy(ctx, ops, by, true)
 }

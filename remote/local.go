@@ -19,7 +19,26 @@ func newLocal(p *Pool) *local {
 	return &local{p: p, start: time.Now(), closed: make(chan struct{})}
 }
 
-func (l *local) exec(_ context.Context, _ *Client, ops []Op, _ bool) error {
+// exec runs a batch at once. A batch that changes memory holds the stripes
+// of what it changes while it runs and checks its deadline (DoBy) under
+// them, so that it lands as a whole before any later changing batch that
+// overlaps it, as a NIC applies a posted batch (stripes.go).
+func (l *local) exec(_ context.Context, c *Client, ops []Op, _ bool) error {
+	var held stripeSet
+	changes := false
+	for i := range ops {
+		if o := &ops[i]; o.Kind != OpRead {
+			held.add(o.Addr, uint64(o.size()))
+			changes = true
+		}
+	}
+	if changes {
+		held.lock()
+		defer held.unlock()
+		if c.by != 0 && c.Now() > c.by {
+			return ErrLate
+		}
+	}
 	if len(ops) > 1 {
 		l.p.touch(ops)
 	}
