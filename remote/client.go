@@ -79,8 +79,7 @@ func (c *Client) FAA(ctx context.Context, a Addr, delta uint64) (old uint64, err
 // any verb is invalid, nothing is executed and the error names the verb.
 // A context that ends first ends the call with its error (the local, shm
 // and simulated transports run a batch at once): over tcp at once, over
-// fabric at its deadline, and a cancellation without one before the batch
-// leaves or when it completes (within the transport's Timeout). A
+// fabric at its deadline or within about 20 ms of its cancellation. A
 // batch that writes and is cut in flight may still land: its client
 // crashes (Crashed).
 func (c *Client) Do(ctx context.Context, ops []Op) error { return c.run(ctx, ops, true) }

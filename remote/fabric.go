@@ -243,17 +243,17 @@ func (t *fabricTransport) exec(ctx context.Context, c *Client, ops []Op, _ bool)
 // its endpoint again (endpoint), and each slot then redials the new one.
 //
 // ctx bounds the wait for the endpoint's fetch and for the slot's dial
-// (slotConn), and its deadline the batch (fabric.Conn.DoBy) besides
-// Timeout; a cancellation without a deadline is seen before the batch is
-// posted and when it ends. A batch cut by the deadline fails with the
-// context's error, its outcome unknown (Client.Crashed), and closes the
-// slot's connection (its staging buffer may still be written) without
-// judging the node: the caller gave up, the node did not fail. A batch
+// (slotConn), and the batch (fabric.Conn.DoContext: its deadline, and a
+// cancellation within about 20 ms) besides Timeout. A batch cut in flight
+// by either fails with the context's error, its outcome unknown
+// (Client.Crashed), and closes the slot's connection (its staging buffer
+// may still be written) without judging the node: the caller gave up, the
+// node did not fail. A batch given up before anything of it was posted
+// leaves the connection as it is and crashes nothing. A batch
 // refused because another one broke the connection first (or closed it
 // after that) was not posted; it fails with errSlotBroken, and exec runs it
 // once more.
 func (t *fabricTransport) do(ctx context.Context, s *fabricConn, mn int, ops []Op, fc *fabricClient) error {
-	deadline, _ := ctx.Deadline()
 	if err := ctx.Err(); err != nil {
 		return notSent(fmt.Errorf("memory node %d: %w", mn, err))
 	}
@@ -280,7 +280,7 @@ func (t *fabricTransport) do(ctx context.Context, s *fabricConn, mn int, ops []O
 		fc.ops = append(fc.ops, fabric.Op{Kind: fabricKinds[o.Kind], Region: fabric.Region{Base: r[0], Key: r[1], Len: r[2]},
 			Off: o.Addr.Offset(), Buf: o.Buf, Compare: o.Compare, Swap: o.Swap})
 	}
-	err = conn.DoBy(fc.ops, deadline)
+	err = conn.DoContext(ctx, fc.ops)
 	switch {
 	case err == nil:
 		node.connected(probe)
@@ -294,6 +294,10 @@ func (t *fabricTransport) do(ctx context.Context, s *fabricConn, mn int, ops []O
 	case errors.Is(err, fabric.ErrInvalid):
 		node.connected(probe)
 		return fmt.Errorf("%w: memory node %d: %v", ErrBadRequest, mn, err)
+	case errors.Is(err, fabric.ErrNotPosted):
+		// The caller gave up before anything left: the endpoint is intact.
+		node.abandon(probe)
+		return notSent(fmt.Errorf("memory node %d: %w (%v)", mn, ctxError(err), err))
 	}
 	s.drop(conn)
 	switch {
@@ -302,9 +306,9 @@ func (t *fabricTransport) do(ctx context.Context, s *fabricConn, mn int, ops []O
 		// one was posted.
 		node.abandon(probe)
 		return fmt.Errorf("%w: memory node %d: %w (%v)", ErrUnavailable, mn, errSlotBroken, err)
-	case errors.Is(err, fabric.ErrDeadline):
+	case errors.Is(err, fabric.ErrDeadline) || errors.Is(err, fabric.ErrCanceled):
 		node.abandon(probe)
-		return fmt.Errorf("memory node %d: %w (%v)", mn, context.DeadlineExceeded, err)
+		return fmt.Errorf("memory node %d: %w (%v)", mn, ctxError(err), err)
 	}
 	err = fmt.Errorf("%w: memory node %d: %v", ErrUnavailable, mn, err)
 	if !probe && ep.gen < t.eps[mn].cur.Load().gen {
@@ -401,6 +405,15 @@ func (t *fabricTransport) dialSlot(s *fabricConn, d *fabricDial, mn int, ep *fab
 		t.nodeFailed(node, probe, err)
 	}
 	close(d.done)
+}
+
+// ctxError is the context error that a batch the fabric engine gave up for
+// its caller (fabric.ErrDeadline, fabric.ErrCanceled) returns.
+func ctxError(err error) error {
+	if errors.Is(err, fabric.ErrCanceled) {
+		return context.Canceled
+	}
+	return context.DeadlineExceeded
 }
 
 // errSlotBroken is wrapped by the error of a batch that was not posted

@@ -109,12 +109,22 @@ func TestFabricNodeRestart(t *testing.T) {
 // broke the endpoint, is not posted there and returns by its own deadline
 // without crashing its client (its redial is cut by the deadline too). The
 // node is not judged down by deadlines its callers set: once it continues,
-// the next verbs succeed at once.
+// the next verbs succeed at once. A context without a deadline, cancelled
+// after the same time, ends its verbs the same way with context.Canceled
+// (they waited for the Timeout before fabric.Conn.DoContext).
 func TestFabricContextOnStoppedNode(t *testing.T) {
 	const timeout = 3 * time.Second
 	const deadline = 300 * time.Millisecond
-	for _, conns := range []int{2, 1} {
-		t.Run(fmt.Sprintf("conns=%d", conns), func(t *testing.T) {
+	for _, tc := range []struct {
+		end   string
+		conns int
+	}{{"deadline", 2}, {"deadline", 1}, {"cancel", 2}, {"cancel", 1}} {
+		conns := tc.conns
+		want := context.DeadlineExceeded
+		if tc.end == "cancel" {
+			want = context.Canceled
+		}
+		t.Run(fmt.Sprintf("%s/conns=%d", tc.end, conns), func(t *testing.T) {
 			nodes := memnodetest.Start(t, 1, memnodetest.Options{Bytes: 4 << 20, Tags: "fabric", Args: []string{"--provider", "sockets"}})
 			p, err := remote.NewPool(remote.Config{Fabric: &remote.FabricConfig{MemoryNodes: memnodetest.Addrs(nodes),
 				Token: memnodetest.Token, Provider: "sockets", Conns: conns, DialTimeout: timeout, Timeout: timeout}})
@@ -148,6 +158,10 @@ func TestFabricContextOnStoppedNode(t *testing.T) {
 			for i, c := range clients {
 				wg.Go(func() {
 					dctx, cancel := context.WithTimeout(ctx, deadline)
+					if tc.end == "cancel" {
+						dctx, cancel = context.WithCancel(ctx)
+						time.AfterFunc(deadline, cancel)
+					}
 					defer cancel()
 					t0 := time.Now()
 					if names[i] == "FAA" {
@@ -160,8 +174,8 @@ func TestFabricContextOnStoppedNode(t *testing.T) {
 			}
 			wg.Wait()
 			for i, c := range clients {
-				t.Logf("%s %d with a deadline of %v on the stopped node: %v after %v", names[i], i, deadline, errs[i], took[i])
-				if !errors.Is(errs[i], context.DeadlineExceeded) {
+				t.Logf("%s %d ended by its context's %s after %v on the stopped node: %v after %v", names[i], i, tc.end, deadline, errs[i], took[i])
+				if !errors.Is(errs[i], want) {
 					t.Errorf("%s %d: %v, want the context's error", names[i], i, errs[i])
 				}
 				if took[i] > deadline+timeout/4 {

@@ -56,7 +56,10 @@
 // broken from then on (its staging buffer may still be written by the
 // provider until Close). DoBy adds the caller's deadline: the round gives
 // up at whichever comes first, with ErrDeadline for the caller's, which
-// breaks the Conn the same way if operations were outstanding.
+// breaks the Conn the same way if operations were outstanding. DoContext
+// takes the deadline from a context and also gives up, within 20 ms, when
+// the context is cancelled (ErrCanceled). A batch given up before any of it
+// was posted also wraps ErrNotPosted and leaves the Conn intact.
 //
 // # Errors
 //

@@ -32,6 +32,16 @@ var (
 	// effect, and may still, and the Conn is broken as after
 	// ErrUnavailable; if none was, the Conn is intact.
 	ErrDeadline = errors.New("fabric: batch deadline passed")
+	// ErrCanceled: the context of a batch given one (DoContext) was
+	// cancelled before the batch completed. As after ErrDeadline, the
+	// operations of a batch cut in flight may or may not have taken effect
+	// and the Conn is broken; a batch none of which was posted (the error
+	// then wraps ErrNotPosted too) leaves the Conn intact.
+	ErrCanceled = errors.New("fabric: batch canceled")
+	// ErrNotPosted is wrapped, beside ErrDeadline or ErrCanceled, by the
+	// error of a batch given up before any of its operations was posted:
+	// nothing of it takes effect, and the Conn is intact.
+	ErrNotPosted = errors.New("fabric: nothing of the batch was posted")
 	// ErrBroken: Do on a Conn that an earlier batch broke (with
 	// ErrUnavailable, ErrDeadline or, with verbs, ErrAccess): nothing of
 	// this batch was posted. The error wraps ErrUnavailable too.

@@ -4,6 +4,7 @@ package fabric
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -383,6 +384,61 @@ func TestDoByDeadline(t *testing.T) {
 	err = late.DoBy(faa, start.Add(time.Minute))
 	if d := time.Since(start); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrDeadline) || d < batchTimeout*9/10 {
 		t.Errorf("DoBy with a deadline after the watchdog's = %v after %v, want ErrUnavailable from the watchdog (%v)", err, d, batchTimeout)
+	}
+}
+
+// TestDoContextCancel: DoContext with a context cancelled before the batch
+// posts nothing (ErrCanceled and ErrNotPosted) and leaves the Conn usable;
+// contexts cancelled right after their batch completed leave nothing for
+// the next batch; on a server frozen with SIGSTOP, a batch whose context
+// (without a deadline) is cancelled after 200 ms fails with ErrCanceled
+// soon after, far before the watchdog, and breaks the Conn. Before
+// DoContext, a cancellation was seen only when the watchdog ended the
+// batch.
+func TestDoContextCancel(t *testing.T) {
+	ch, addr, r := startServerChild(t)
+	const batchTimeout, after = 4 * time.Second, 200 * time.Millisecond
+	cfg := testDialConfig(addr)
+	cfg.BatchTimeout = batchTimeout
+	c, err := Dial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	faa := []Op{{Kind: OpFAA, Region: r, Swap: 1}}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.DoContext(cancelled, faa); !errors.Is(err, ErrCanceled) || !errors.Is(err, ErrNotPosted) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("DoContext with a cancelled context = %v, want ErrCanceled and ErrNotPosted alone", err)
+	}
+	const n = 200
+	for i := range n {
+		ctx, cancel := context.WithCancel(context.Background())
+		err := c.DoContext(ctx, faa)
+		cancel()
+		if err != nil || faa[0].Old != uint64(i) {
+			t.Fatalf("batch %d: %v, old value %d; want nil, %d", i, err, faa[0].Old, i)
+		}
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	waitStopped(t, ch.cmd.Process.Pid)
+	defer ch.cmd.Process.Signal(syscall.SIGCONT)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(after, cancel)
+	start := time.Now()
+	err = c.DoContext(ctx, []Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}})
+	d := time.Since(start)
+	t.Logf("after %v: %v", d.Round(time.Millisecond), err)
+	if !errors.Is(err, ErrCanceled) || errors.Is(err, ErrNotPosted) {
+		t.Fatalf("DoContext on a stopped server, cancelled = %v, want ErrCanceled with operations outstanding", err)
+	}
+	if d < after*9/10 || d > batchTimeout/4 {
+		t.Errorf("DoContext gave up after %v, want soon after its cancellation at %v (watchdog %v)", d, after, batchTimeout)
+	}
+	if err := c.Do(faa); !errors.Is(err, ErrBroken) || !errors.Is(err, ErrUnavailable) {
+		t.Errorf("Do after a cancellation broke the Conn = %v, want ErrBroken and ErrUnavailable", err)
 	}
 }
 

@@ -30,8 +30,9 @@
 #define FS_MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY)
 // Upper bound of a round (operations posted before reaping).
 #define FS_MAX_WINDOW 256
-// Longest single wait inside fi_cq_sread / fi_eq_sread before the watchdog
-// and the connection's event queue are checked again.
+// Longest single wait inside fi_cq_sread / fi_eq_sread before the watchdog,
+// the caller's cancellation and the connection's event queue are checked
+// again.
 #define FS_SLICE_MS 20
 // Completions read per fi_cq_read / fi_cq_sread call.
 #define FS_REAP 32
@@ -649,6 +650,11 @@ static int fs_reap(struct fs_conn *c, int n, int *done, int wait, uint64_t deadl
 	ssize_t rd;
 	int k, rc;
 
+	if (__atomic_load_n(&c->pub.cancel, __ATOMIC_ACQUIRE)) {
+		setf(c->pub.err, "cancelled with %d of %d operations not completed",
+		     n - *done, n);
+		return FS_ECANCEL;
+	}
 	if (now >= deadline) {
 		setf(c->pub.err, "watchdog: %d of %d operations not completed in time",
 		     n - *done, n);

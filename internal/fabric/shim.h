@@ -17,6 +17,7 @@ enum {
 	FS_ETIMEOUT = 5,  // a round's watchdog expired with operations outstanding
 	FS_ESHUTDOWN = 6, // the peer shut the connection down
 	FS_EBADCTX = 7,   // a completion named no outstanding operation
+	FS_ECANCEL = 8,   // the caller cancelled the round (cancel) with operations outstanding
 };
 
 // Operation kinds (equal to the Go OpKind values).
@@ -75,6 +76,7 @@ struct fs_conn_pub {
 	uint64_t order_raw_size; // ep_attr->max_order_raw_size
 	uint64_t order_war_size; // ep_attr->max_order_war_size
 	uint64_t order_waw_size; // ep_attr->max_order_waw_size
+	uint32_t cancel;         // set atomically by Go while a round runs: give it up
 };
 
 uint32_t fs_version(void);
