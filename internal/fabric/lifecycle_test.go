@@ -279,22 +279,13 @@ func TestServerKilled(t *testing.T) {
 func TestServerStopped(t *testing.T) {
 	ch, addr, r := startServerChild(t)
 	const batchTimeout = 500 * time.Millisecond
-	cfg := testDialConfig(addr)
-	cfg.BatchTimeout = batchTimeout
-	c, err := Dial(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialWatchdog(t, addr, batchTimeout)
 	if err := c.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	waitStopped(t, ch.cmd.Process.Pid)
+	freeze(t, ch)
 	start := time.Now()
-	err = c.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}})
+	err := c.Do([]Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}})
 	d := time.Since(start)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("Do on a stopped server = %v, want ErrUnavailable", err)
@@ -303,6 +294,31 @@ func TestServerStopped(t *testing.T) {
 		t.Errorf("watchdog fired after %v, want about %v", d, batchTimeout)
 	}
 	t.Logf("after %v: %v", d.Round(time.Millisecond), err)
+}
+
+// dialWatchdog dials the server at addr with a batch watchdog of
+// batchTimeout; the Conn is closed when the test ends.
+func dialWatchdog(t *testing.T, addr string, batchTimeout time.Duration) *Conn {
+	t.Helper()
+	cfg := testDialConfig(addr)
+	cfg.BatchTimeout = batchTimeout
+	c, err := Dial(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// freeze stops server child ch with SIGSTOP until the test ends, and
+// returns once every thread of it is stopped.
+func freeze(t *testing.T, ch *child) {
+	t.Helper()
+	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.cmd.Process.Signal(syscall.SIGCONT) })
+	waitStopped(t, ch.cmd.Process.Pid)
 }
 
 // waitStopped waits until every thread of process pid is stopped: a signal
@@ -343,17 +359,7 @@ func waitStopped(t *testing.T, pid int) {
 func TestDoByDeadline(t *testing.T) {
 	ch, addr, r := startServerChild(t)
 	const batchTimeout, deadline = 2 * time.Second, 200 * time.Millisecond
-	cfg := testDialConfig(addr)
-	cfg.BatchTimeout = batchTimeout
-	dial := func() *Conn {
-		c, err := Dial(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	c, late := dial(), dial()
+	c, late := dialWatchdog(t, addr, batchTimeout), dialWatchdog(t, addr, batchTimeout)
 	faa := []Op{{Kind: OpFAA, Region: r, Swap: 1}}
 	if err := c.DoBy(faa, time.Now().Add(-time.Second)); !errors.Is(err, ErrDeadline) || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("DoBy with a deadline passed = %v, want ErrDeadline alone", err)
@@ -361,11 +367,7 @@ func TestDoByDeadline(t *testing.T) {
 	if err := c.DoBy(faa, time.Now().Add(time.Minute)); err != nil || faa[0].Old != 0 {
 		t.Fatalf("DoBy after a refused one = %v, old value %d; want nil, 0 (nothing of the refused one posted)", err, faa[0].Old)
 	}
-	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	waitStopped(t, ch.cmd.Process.Pid)
-	defer ch.cmd.Process.Signal(syscall.SIGCONT)
+	freeze(t, ch)
 	start := time.Now()
 	err := c.DoBy([]Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}}, start.Add(deadline))
 	d := time.Since(start)
@@ -398,13 +400,7 @@ func TestDoByDeadline(t *testing.T) {
 func TestDoContextCancel(t *testing.T) {
 	ch, addr, r := startServerChild(t)
 	const batchTimeout, after = 4 * time.Second, 200 * time.Millisecond
-	cfg := testDialConfig(addr)
-	cfg.BatchTimeout = batchTimeout
-	c, err := Dial(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := dialWatchdog(t, addr, batchTimeout)
 	faa := []Op{{Kind: OpFAA, Region: r, Swap: 1}}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -420,15 +416,11 @@ func TestDoContextCancel(t *testing.T) {
 			t.Fatalf("batch %d: %v, old value %d; want nil, %d", i, err, faa[0].Old, i)
 		}
 	}
-	if err := ch.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	waitStopped(t, ch.cmd.Process.Pid)
-	defer ch.cmd.Process.Signal(syscall.SIGCONT)
+	freeze(t, ch)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(after, cancel)
 	start := time.Now()
-	err = c.DoContext(ctx, []Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}})
+	err := c.DoContext(ctx, []Op{{Kind: OpFAA, Region: r, Swap: 1}, {Kind: OpRead, Region: r, Buf: make([]byte, 64)}})
 	d := time.Since(start)
 	t.Logf("after %v: %v", d.Round(time.Millisecond), err)
 	if !errors.Is(err, ErrCanceled) || errors.Is(err, ErrNotPosted) {
