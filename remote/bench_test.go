@@ -12,7 +12,15 @@ import (
 
 // BenchmarkLocalRead measures signaled READs of the local transport by size
 // on one goroutine.
-func BenchmarkLocalRead(b *testing.B) {
+func BenchmarkLocalRead(b *testing.B) { benchLocalVerb(b, (*Client).Read) }
+
+// BenchmarkLocalWrite measures signaled WRITEs of the local transport by
+// size on one goroutine: beside the copy, each takes the stripes of the
+// lines it writes (stripes.go).
+func BenchmarkLocalWrite(b *testing.B) { benchLocalVerb(b, (*Client).Write) }
+
+// benchLocalVerb measures one-verb batches of verb by size.
+func benchLocalVerb(b *testing.B, verb func(*Client, context.Context, Addr, []byte) error) {
 	ctx := context.Background()
 	for _, size := range []int{8, 64, 256, 1024, 4096} {
 		b.Run(fmt.Sprintf("size=%d", size), func(b *testing.B) {
@@ -28,7 +36,7 @@ func BenchmarkLocalRead(b *testing.B) {
 			b.ResetTimer()
 			start, cpu := time.Now(), cputime.Process()
 			for range b.N {
-				if err := c.Read(ctx, a, buf); err != nil {
+				if err := verb(c, ctx, a, buf); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -24,8 +24,13 @@ const (
 	stripeCount = 1024 // stripes in the process, a power of two
 )
 
-// stripeSet is a set of stripes, one bit each.
-type stripeSet [stripeCount / 64]uint64
+// stripeSet is a set of stripes: up to len(few) of them in increasing
+// order, or else (many) one bit each.
+type stripeSet struct {
+	n    int
+	few  [4]uint16
+	many *[stripeCount / 64]uint64
+}
 
 // writeStripes is the process's stripes of memory-node lines.
 var writeStripes [stripeCount]struct {
@@ -37,15 +42,47 @@ var writeStripes [stripeCount]struct {
 func (s *stripeSet) add(a Addr, n uint64) {
 	first, last := a.Offset()>>stripeShift, (a.Offset()+max(n, 1)-1)>>stripeShift
 	if last-first >= stripeCount {
-		for i := range s {
-			s[i] = ^uint64(0)
+		s.spill()
+		for i := range s.many {
+			s.many[i] = ^uint64(0)
 		}
 		return
 	}
 	base := uint64(a) >> 47 // the memory node and the region
 	for line := first; line <= last; line++ {
-		i := stripeOf(base, line)
-		s[i/64] |= 1 << (i % 64)
+		s.insert(uint16(stripeOf(base, line)))
+	}
+}
+
+// insert adds stripe i.
+func (s *stripeSet) insert(i uint16) {
+	if s.many == nil {
+		j := 0
+		for j < s.n && s.few[j] < i {
+			j++
+		}
+		switch {
+		case j < s.n && s.few[j] == i:
+			return
+		case s.n < len(s.few):
+			copy(s.few[j+1:s.n+1], s.few[j:s.n])
+			s.few[j] = i
+			s.n++
+			return
+		}
+		s.spill()
+	}
+	s.many[i/64] |= 1 << (i % 64)
+}
+
+// spill moves the set to its bitmap.
+func (s *stripeSet) spill() {
+	if s.many != nil {
+		return
+	}
+	s.many = new([stripeCount / 64]uint64)
+	for _, i := range s.few[:s.n] {
+		s.many[i/64] |= 1 << (i % 64)
 	}
 }
 
@@ -58,7 +95,13 @@ func stripeOf(base, line uint64) uint64 {
 // lock takes the set's stripes in increasing order (so that batches never
 // wait on each other in a cycle).
 func (s *stripeSet) lock() {
-	for w, m := range s {
+	if s.many == nil {
+		for _, i := range s.few[:s.n] {
+			writeStripes[i].Lock()
+		}
+		return
+	}
+	for w, m := range s.many {
 		for ; m != 0; m &= m - 1 {
 			writeStripes[w*64+bits.TrailingZeros64(m)].Lock()
 		}
@@ -67,7 +110,13 @@ func (s *stripeSet) lock() {
 
 // unlock releases the set's stripes.
 func (s *stripeSet) unlock() {
-	for w, m := range s {
+	if s.many == nil {
+		for _, i := range s.few[:s.n] {
+			writeStripes[i].Unlock()
+		}
+		return
+	}
+	for w, m := range s.many {
 		for ; m != 0; m &= m - 1 {
 			writeStripes[w*64+bits.TrailingZeros64(m)].Unlock()
 		}
