@@ -75,6 +75,16 @@ func TestPausedMemoryNode(t *testing.T) {
 	indextest.RunPausedNode(t, contractTarget("sherman", Options{KeySize: 32, ValueSize: 64, Lease: 10 * time.Second}))
 }
 
+// TestExpiringContext: a Put or a Delete whose context ends at any point
+// of its course completes, or fails with the context's error having
+// changed nothing, and leaves no lock behind (indextest.RunExpiring).
+func TestExpiringContext(t *testing.T) {
+	const lease = 20 * time.Millisecond
+	tg := contractTarget("sherman", Options{KeySize: 32, ValueSize: 64, Lease: lease})
+	tg.Lease = lease
+	indextest.RunExpiring(t, tg)
+}
+
 // TestDeadlineOnPausedNode: a Get or a Scan with a 300 ms deadline returns
 // by about then while the registry's memory node is stopped
 // (indextest.RunDeadlineOnPausedNode).

@@ -139,6 +139,29 @@ func TestPausedMemoryNode(t *testing.T) {
 	indextest.RunPausedNode(t, target("smart", smart.Options{Lease: 10 * time.Second}))
 }
 
+// TestExpiringContext: a Put or a Delete whose context ends at any point
+// of its course completes, or fails with the context's error having
+// changed nothing, and leaves no lock behind (indextest.RunExpiring), in
+// the default protocol and the variants that lock or write differently.
+func TestExpiringContext(t *testing.T) {
+	const lease = 20 * time.Millisecond
+	for _, v := range []struct {
+		name string
+		opts smart.Options
+	}{
+		{"default", smart.Options{}},
+		{"out-of-place-leaf", smart.Options{OutOfPlaceLeaves: true}},
+		{"locked-internal", smart.Options{LockedInternal: true}},
+		{"paper-nodes", smart.Options{PaperNodes: true, CacheBytes: -1}},
+		{"reclaim", smart.Options{Reclaim: true, ReclaimInterval: lease / 4}},
+	} {
+		v.opts.Lease = lease
+		tg := target("smart", v.opts)
+		tg.Lease = lease
+		t.Run(v.name, func(t *testing.T) { indextest.RunExpiring(t, tg) })
+	}
+}
+
 // TestDeadlineOnPausedNode: a Get or a Scan with a 300 ms deadline returns
 // by about then while the registry's memory node is stopped
 // (indextest.RunDeadlineOnPausedNode).

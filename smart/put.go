@@ -107,19 +107,20 @@ func (s *session) putAtLeaf(ctx context.Context, cur cursor, key []byte) (bool, 
 	case err != nil || res == leafMoved:
 		return false, cur, err
 	}
+	// The leaf is locked: from here on the operation completes even if ctx
+	// ends, so that the lock is always released (the check below posts a
+	// heartbeat when one is due, and with the caller's context it failed
+	// with the lock held).
+	ctx = context.WithoutCancel(ctx)
 	// Checked once here too, not only by doUnder before each batch: a split
 	// or an update may give the lock back with an unchecked release
 	// (unlockAsync) before it writes anything.
 	if _, err := s.holding(ctx, leafLockAddr(cur.sl)); err != nil {
 		return false, cur, err
 	}
-	switch {
-	case res == leafOther:
-		return s.splitLeaf(context.WithoutCancel(ctx), cur, v, key, s.value())
+	if res == leafOther {
+		return s.splitLeaf(ctx, cur, v, key, s.value())
 	}
-	// The leaf is ours: from here on the operation completes even if ctx is
-	// cancelled, so the lock is always released.
-	ctx = context.WithoutCancel(ctx)
 	value := s.value()
 	if !s.t.opts.OutOfPlaceLeaves && s.t.lf.fits(key, value, cur.sl.leafClass()) {
 		return true, cur, s.writeInPlace(ctx, cur.sl, key, value, v.birth)
