@@ -281,8 +281,8 @@ func (c *Client) Named(ctx context.Context, name string, size int) (Addr, error)
 	if size <= 0 || int64(size) > c.pool.cfg.NodeBytes {
 		return 0, fmt.Errorf("%w: named region %q of %d bytes", ErrBadRequest, name, size)
 	}
-	if len(name) > maxNameBytes {
-		return 0, fmt.Errorf("%w: named region's name of %d bytes (at most %d)", ErrBadRequest, len(name), maxNameBytes)
+	if len(name) > MaxNameBytes {
+		return 0, fmt.Errorf("%w: named region's name of %d bytes (at most %d)", ErrBadRequest, len(name), MaxNameBytes)
 	}
 	r, err := c.rpc(ctx, 0, &rpcRequest{Kind: rpcNamed, Name: name, Size: uint64(size)})
 	if err != nil {

@@ -64,8 +64,9 @@ type rpcReply struct {
 	Used   uint64 // join, info, alloc: bytes handed out, reserved bytes included
 }
 
-// maxNameBytes bounds a named region's name.
-const maxNameBytes = 1024
+// MaxNameBytes bounds a named region's name (Client.Named): a longer one
+// is refused with ErrBadRequest.
+const MaxNameBytes = 1024
 
 // serve executes req on the node's memory. It is the memory node's CPU side
 // of every transport: in-process for local, sim and shm, in the memnode
@@ -87,7 +88,7 @@ func (m *memNode) serve(req *rpcRequest) (rpcReply, error) {
 		}
 		r.Used = nodeUsed(m.main)
 	case rpcNamed:
-		if req.Size == 0 || req.Size > limit || len(req.Name) > maxNameBytes {
+		if req.Size == 0 || req.Size > limit || len(req.Name) > MaxNameBytes {
 			return r, fmt.Errorf("%w: named region of %d bytes, name of %d bytes", ErrBadRequest, req.Size, len(req.Name))
 		}
 		r.Off, err = nodeNamed(m.main, req.Name, req.Size)

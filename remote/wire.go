@@ -370,7 +370,7 @@ func decodeRPC(p []byte) (rpcRequest, error) {
 	f := p[49]
 	r.Adopt, r.Create, r.Fix = f&1 != 0, f&2 != 0, f&4 != 0
 	n := int(binary.LittleEndian.Uint16(p[50:]))
-	if len(p) != 52+n || n > maxNameBytes {
+	if len(p) != 52+n || n > MaxNameBytes {
 		return r, fmt.Errorf("%w: rpc name of %d bytes in %d", errBadFrame, n, len(p)-52)
 	}
 	r.Name = string(p[52:])

@@ -151,7 +151,7 @@ func checkRPC(t *testing.T, p []byte) {
 	if err != nil {
 		return
 	}
-	if r.Index < 0 || r.Index >= MaxMemoryNodes || len(r.Name) > maxNameBytes {
+	if r.Index < 0 || r.Index >= MaxMemoryNodes || len(r.Name) > MaxNameBytes {
 		t.Fatalf("rpc accepted with index %d and a name of %d bytes", r.Index, len(r.Name))
 	}
 	re := appendRPC(nil, &r)

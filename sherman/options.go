@@ -7,6 +7,7 @@ import (
 
 	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/internal/registry"
+	"github.com/dmindex/dmindex/remote"
 )
 
 // Options configure a Sherman tree. The zero Options give keys of up to 32
@@ -24,8 +25,9 @@ import (
 // zero to adopt the tree's), or Open fails with ErrOptionsMismatch. The
 // other options are local to the compute node and may differ.
 type Options struct {
-	// Name identifies the tree in the pool (default "sherman"). Compute
-	// nodes opening the same name share one tree.
+	// Name identifies the tree in the pool (default "sherman"), in at most
+	// remote.MaxNameBytes - 8 bytes. Compute nodes opening the same name
+	// share one tree.
 	Name string
 	// KeySize is the maximum key length in bytes (default DefaultKeySize, at
 	// most MaxKeyLen). Shorter keys are stored with their length.
@@ -108,6 +110,9 @@ const (
 	MaxSpan     = 1024
 )
 
+// regionPrefix begins the name of a tree's named region.
+const regionPrefix = "sherman/"
+
 // Errors of Open besides those of package remote.
 var (
 	// ErrBadOptions: an option is out of range.
@@ -158,6 +163,8 @@ func (o Options) normalized() (Options, error) {
 		return o, fmt.Errorf("%w: LockTableSize %d is negative", ErrBadOptions, o.LockTableSize)
 	case o.Lease < 0:
 		return o, fmt.Errorf("%w: Lease %v is negative", ErrBadOptions, o.Lease)
+	case len(regionPrefix)+len(o.Name) > remote.MaxNameBytes:
+		return o, fmt.Errorf("%w: Name of %d bytes (at most %d)", ErrBadOptions, len(o.Name), remote.MaxNameBytes-len(regionPrefix))
 	case o.RetryBudget < 1:
 		return o, fmt.Errorf("%w: RetryBudget %d is below 1", ErrBadOptions, o.RetryBudget)
 	}

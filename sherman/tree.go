@@ -123,7 +123,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 // open finds or creates the tree's root.
 func (s *session) open(ctx context.Context) error {
 	t := s.t
-	meta, err := s.c.Named(ctx, "sherman/"+t.opts.Name, metaBytes)
+	meta, err := s.c.Named(ctx, regionPrefix+t.opts.Name, metaBytes)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/dmindex/dmindex/index"
@@ -66,16 +67,29 @@ func TestArgumentErrors(t *testing.T) {
 	}
 }
 
+// TestBadOptions: Open refuses options out of range with ErrBadOptions, in
+// a message of its own size (a name far too long is not echoed), and
+// accepts the longest name.
 func TestBadOptions(t *testing.T) {
 	p := newPool(t, remote.Config{})
 	for _, o := range []Options{
 		{KeySize: 256}, {ValueSize: -1}, {Span: 3}, {Span: 8, PageBytes: 1024}, {PageBytes: 100},
 		{HandOver: -1}, {RetryBudget: -1}, {LockTableSize: 1 << 30},
+		{Name: strings.Repeat("n", remote.MaxNameBytes-len(regionPrefix)+1)}, {Name: strings.Repeat("n", 10000)},
 	} {
-		if _, err := Open(p.NewComputeNode(), o); !errors.Is(err, ErrBadOptions) {
-			t.Errorf("Open(%+v) = %v, want ErrBadOptions", o, err)
+		_, err := Open(p.NewComputeNode(), o)
+		if !errors.Is(err, ErrBadOptions) {
+			t.Errorf("Open(%.200v) = %v, want ErrBadOptions", o, err)
+		}
+		if len(err.Error()) > 200 {
+			t.Errorf("Open(%.200v): an error of %d bytes: %.200s…", o, len(err.Error()), err)
 		}
 	}
+	tr, err := Open(p.NewComputeNode(), Options{Name: strings.Repeat("n", remote.MaxNameBytes-len(regionPrefix))})
+	if err != nil {
+		t.Fatalf("Open with the longest name: %v", err)
+	}
+	tr.Close()
 	noChip := newPool(t, remote.Config{OnChipBytes: -1})
 	if _, err := Open(noChip.NewComputeNode(), Options{}); !errors.Is(err, ErrBadOptions) {
 		t.Errorf("Open without on-chip memory = %v, want ErrBadOptions", err)

@@ -60,8 +60,10 @@ func TestOpenNilComputeNode(t *testing.T) {
 
 // TestOpenBadOptions: Open refuses options out of their range with
 // remote.ErrBadRequest (a negative RetryBudget among them, as Sherman
-// refuses one, instead of taking it for the default) and accepts the
-// values at their edges.
+// refuses one, instead of taking it for the default; a Lease that does not
+// exceed the ReclaimInterval, which the registry refused without naming
+// either option), in a message of its own size (a name far too long is not
+// echoed), and accepts the values at their edges.
 func TestOpenBadOptions(t *testing.T) {
 	p, err := remote.NewPool(remote.Config{NodeBytes: 1 << 20})
 	if err != nil {
@@ -81,10 +83,19 @@ func TestOpenBadOptions(t *testing.T) {
 		{"ReclaimInterval below the least", Options{Reclaim: true, ReclaimInterval: MinReclaimInterval / 2}, false},
 		{"negative ReclaimInterval", Options{ReclaimInterval: -time.Millisecond}, false},
 		{"unknown Release", Options{Release: ReleaseRoundTrip + 1}, false},
+		{"Lease at ReclaimInterval", Options{Reclaim: true, ReclaimInterval: 5 * time.Millisecond, Lease: 5 * time.Millisecond}, false},
+		{"Lease below the default ReclaimInterval", Options{Reclaim: true, Lease: time.Millisecond}, false},
+		{"Lease above ReclaimInterval", Options{Reclaim: true, ReclaimInterval: time.Millisecond, Lease: 2 * time.Millisecond}, true},
+		{"short Lease without Reclaim", Options{Lease: time.Millisecond}, true},
+		{"Name too long", Options{Name: strings.Repeat("n", remote.MaxNameBytes-len(regionPrefix)+1)}, false},
+		{"Name far too long", Options{Name: strings.Repeat("n", 10000)}, false},
+		{"longest Name", Options{Name: strings.Repeat("n", remote.MaxNameBytes-len(regionPrefix))}, true},
 	}
 	for i, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.opts.Name = fmt.Sprint("bad-options-", i)
+			if tc.opts.Name == "" {
+				tc.opts.Name = fmt.Sprint("bad-options-", i)
+			}
 			tr, err := Open(p.NewComputeNode(), tc.opts)
 			switch {
 			case tc.ok && err != nil:
@@ -98,7 +109,9 @@ func TestOpenBadOptions(t *testing.T) {
 				if err == nil {
 					tr.Close()
 				}
-				t.Fatalf("Open(%+v) = %v, want remote.ErrBadRequest", tc.opts, err)
+				t.Fatalf("Open(%.200v) = %v, want remote.ErrBadRequest", tc.opts, err)
+			case len(err.Error()) > 200:
+				t.Fatalf("Open(%.200v): an error of %d bytes: %.200s…", tc.opts, len(err.Error()), err)
 			}
 		})
 	}

@@ -14,8 +14,9 @@ import (
 // (Open refuses a mismatch with ErrOptionsMismatch); every other option is
 // local to the compute node and may differ between compute nodes.
 type Options struct {
-	// Name identifies the tree in the pool (default "smart"). Compute nodes
-	// opening the same name share one tree.
+	// Name identifies the tree in the pool (default "smart"), in at most
+	// remote.MaxNameBytes - 6 bytes. Compute nodes opening the same name
+	// share one tree.
 	Name string
 	// CacheBytes is the byte budget of the compute node's cache of internal
 	// nodes (default DefaultCacheBytes; negative disables the cache). The
@@ -85,7 +86,8 @@ type Options struct {
 	// the clock of another compute node, before that one judges the silent
 	// node's clients dead and takes their locks over (docs/recovery.md).
 	// Zero means 10 × ReclaimInterval with Reclaim, registry.DefaultLease
-	// (1 s) without. A client the tree itself saw stop (an injected
+	// (1 s) without; with Reclaim it must exceed ReclaimInterval, which is
+	// then the interval of the node's heartbeats. A client the tree itself saw stop (an injected
 	// fault, remote.ErrCrashed) is judged dead at once, whatever the
 	// lease. It must be well above an operation's latency: a node paused
 	// longer than a lease may find a lock it held taken over, and with a
@@ -109,6 +111,17 @@ type Options struct {
 	// is created, like LockedInternal, which implies it.
 	PaperNodes bool
 }
+
+// reclaimInterval is ReclaimInterval, or its default.
+func (o *Options) reclaimInterval() time.Duration {
+	if o.ReclaimInterval > 0 {
+		return o.ReclaimInterval
+	}
+	return DefaultReclaimInterval
+}
+
+// regionPrefix begins the name of a tree's named region.
+const regionPrefix = "smart/"
 
 // Defaults of Options.
 const (

@@ -57,10 +57,7 @@ func (t *Tree) joinRegistry(ctx context.Context, c *remote.Client) error {
 	}
 	ro := registry.Options{Lease: t.opts.Lease, Free: keep}
 	if t.opts.Reclaim {
-		ro.Interval = t.opts.ReclaimInterval
-		if ro.Interval <= 0 {
-			ro.Interval = DefaultReclaimInterval
-		}
+		ro.Interval = t.opts.reclaimInterval()
 		if ro.Lease == 0 {
 			ro.Lease = 10 * ro.Interval
 		}

@@ -141,8 +141,15 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if opts.ReclaimInterval < 0 || (opts.ReclaimInterval > 0 && opts.ReclaimInterval < MinReclaimInterval) {
 		return nil, fmt.Errorf("smart: Open: %w: Options.ReclaimInterval %v below %v", remote.ErrBadRequest, opts.ReclaimInterval, MinReclaimInterval)
 	}
+	if n := len(regionPrefix) + len(opts.Name); n > remote.MaxNameBytes {
+		return nil, fmt.Errorf("smart: Open: %w: Options.Name of %d bytes (at most %d)", remote.ErrBadRequest, len(opts.Name), remote.MaxNameBytes-len(regionPrefix))
+	}
 	if opts.Lease < 0 {
 		return nil, fmt.Errorf("smart: Open: %w: negative Options.Lease %v", remote.ErrBadRequest, opts.Lease)
+	}
+	if interval := opts.reclaimInterval(); opts.Reclaim && opts.Lease != 0 && opts.Lease <= interval {
+		return nil, fmt.Errorf("smart: Open: %w: Options.Lease %v with Reclaim: it must exceed Options.ReclaimInterval %v, the heartbeats' interval",
+			remote.ErrBadRequest, opts.Lease, interval)
 	}
 	if opts.Release > ReleaseRoundTrip {
 		return nil, fmt.Errorf("smart: Open: %w: unknown Options.Release %v", remote.ErrBadRequest, opts.Release)
@@ -161,7 +168,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 		return nil, err
 	}
 	defer t.release(s)
-	region, err := s.c.Named(ctx, "smart/"+opts.Name, regionBytes)
+	region, err := s.c.Named(ctx, regionPrefix+opts.Name, regionBytes)
 	if err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}

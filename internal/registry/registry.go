@@ -74,11 +74,11 @@ func (o Options) withDefaults(nodeBytes int64) (Options, error) {
 	}
 	switch {
 	case o.Blocks < 0 || o.Blocks > maxBlocks:
-		return o, fmt.Errorf("registry: Blocks %d outside 1..%d", o.Blocks, maxBlocks)
+		return o, fmt.Errorf("registry: %w: Blocks %d outside 1..%d", remote.ErrBadRequest, o.Blocks, maxBlocks)
 	case o.Clients < 0 || o.Clients > maxClients:
-		return o, fmt.Errorf("registry: Clients %d outside 1..%d", o.Clients, maxClients)
+		return o, fmt.Errorf("registry: %w: Clients %d outside 1..%d", remote.ErrBadRequest, o.Clients, maxClients)
 	case o.Lease < 0 || o.Interval < 0 || o.Interval >= o.Lease:
-		return o, fmt.Errorf("registry: Interval %v and Lease %v: want 0 < Interval < Lease", o.Interval, o.Lease)
+		return o, fmt.Errorf("registry: %w: Interval %v and Lease %v: want 0 < Interval < Lease", remote.ErrBadRequest, o.Interval, o.Lease)
 	}
 	return o, nil
 }
