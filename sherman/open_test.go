@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/indextest"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -112,5 +113,27 @@ func TestOpenPageLargerThanAllocation(t *testing.T) {
 			t.Errorf("Open(%+v) with pages of %d bytes in memory nodes of %d: %v, want ErrBadOptions",
 				opts, g.pageBytes, p.Config().NodeBytes, err)
 		}
+	}
+}
+
+// TestZeroTree: a Tree never made by Open, zero or nil, fails every call
+// with ErrClosed and closes without error (a zero Tree reported keys too
+// long for its KeySize of 0, and its Scan panicked).
+func TestZeroTree(t *testing.T) {
+	for name, tr := range map[string]*Tree{"zero": {}, "nil": nil} {
+		t.Run(name, func(t *testing.T) {
+			indextest.RunZeroValue(t, tr, map[string]func(context.Context) error{
+				"Verify":  tr.Verify,
+				"Recover": func(ctx context.Context) error { _, err := tr.Recover(ctx); return err },
+				"ScanLimit": func(ctx context.Context) error {
+					for _, err := range tr.ScanLimit(ctx, nil, nil, 3) {
+						return err
+					}
+					return nil
+				},
+			})
+			_ = tr.Stats()
+			_ = tr.Options()
+		})
 	}
 }

@@ -219,6 +219,9 @@ func (s *session) openLocks(ctx context.Context, rec uint64) error {
 // index.ErrClosed; the remote tree stays for other compute nodes. Close is
 // idempotent.
 func (t *Tree) Close() error {
+	if t == nil || t.cn == nil {
+		return nil // never opened
+	}
 	if t.closed.Swap(true) {
 		return nil
 	}
@@ -233,7 +236,12 @@ func (t *Tree) Close() error {
 }
 
 // Options returns the options the tree was opened with, defaults filled in.
-func (t *Tree) Options() Options { return t.opts }
+func (t *Tree) Options() Options {
+	if t == nil {
+		return Options{}
+	}
+	return t.opts
+}
 
 // session is the per-operation state of one client: a remote.Client used
 // by one goroutine at a time, its registry member, scratch buffers and the
@@ -285,8 +293,8 @@ func (t *Tree) session(ctx context.Context) (*session, error) {
 
 // anySession returns an idle session or a new one, registered under ctx.
 func (t *Tree) anySession(ctx context.Context) (*session, error) {
-	if t.closed.Load() {
-		return nil, index.ErrClosed
+	if err := t.usable(); err != nil {
+		return nil, err
 	}
 	if n := t.cn.Crashes(); n != t.crashesSeen.Load() {
 		t.buryIdle(ctx, n)
@@ -359,6 +367,21 @@ func (s *session) retry(cause string, a remote.Addr) error {
 	return nil
 }
 
+// errNotOpened is the error of a call on a Tree not made by Open.
+var errNotOpened = fmt.Errorf("%w: a sherman.Tree not made by Open", index.ErrClosed)
+
+// usable returns why t cannot run an operation, if it cannot: it was not
+// made by Open (a zero or nil Tree), or it is closed.
+func (t *Tree) usable() error {
+	switch {
+	case t == nil || t.cn == nil:
+		return errNotOpened
+	case t.closed.Load():
+		return index.ErrClosed
+	}
+	return nil
+}
+
 // closedError makes an error of a closed pool also satisfy
 // errors.Is(err, index.ErrClosed), as SMART's do.
 func closedError(err error) error {
@@ -382,8 +405,12 @@ func (s *session) alloc(ctx context.Context) (remote.Addr, error) {
 	return a, nil
 }
 
-// checkKey validates a key argument.
+// checkKey validates a key argument for t, which must be usable (made by
+// Open and not closed).
 func (t *Tree) checkKey(key []byte) error {
+	if err := t.usable(); err != nil {
+		return err // a Tree not made by Open has no KeySize
+	}
 	switch {
 	case len(key) == 0:
 		return index.ErrEmptyKey
@@ -412,6 +439,9 @@ type counters struct {
 // dropped after they crashed (remote.Client.Crashed), Recovered the global locks
 // this compute node took over from dead holders.
 func (t *Tree) Stats() index.Stats {
+	if t == nil || t.cn == nil {
+		return index.Stats{}
+	}
 	c := &t.stats
 	var shared rdwc.Stats
 	if t.rdwc != nil {

@@ -39,6 +39,9 @@ type cacheCounters struct {
 // leaves found torn under a fresh lock, and read delegation and write
 // combining.
 func (t *Tree) Stats() index.Stats {
+	if t == nil || t.cn == nil {
+		return index.Stats{}
+	}
 	st := t.cache.Stats()
 	rd := t.rd.Stats()
 	c := &t.cstats

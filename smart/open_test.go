@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dmindex/dmindex/internal/indextest"
 	"github.com/dmindex/dmindex/remote"
 )
 
@@ -154,6 +155,30 @@ func TestOpenOldFormat(t *testing.T) {
 			if binary.LittleEndian.Uint64(buf) != 0 || binary.LittleEndian.Uint64(buf[8:]) != old.magic {
 				t.Fatalf("the refused region changed: %x", buf)
 			}
+		})
+	}
+}
+
+// TestZeroTree: a Tree never made by Open, zero or nil, fails every call
+// with ErrClosed and closes without error (a zero Tree's Put reported a
+// value too large for its 0-byte memory nodes, and its Get panicked).
+func TestZeroTree(t *testing.T) {
+	for name, tr := range map[string]*Tree{"zero": {}, "nil": nil} {
+		t.Run(name, func(t *testing.T) {
+			indextest.RunZeroValue(t, tr, map[string]func(context.Context) error{
+				"Verify":  tr.Verify,
+				"Recover": func(ctx context.Context) error { _, err := tr.Recover(ctx); return err },
+				"Compact": func(ctx context.Context) error { _, err := tr.Compact(ctx, nil, nil); return err },
+				"ScanLimit": func(ctx context.Context) error {
+					for _, err := range tr.ScanLimit(ctx, nil, nil, 3) {
+						return err
+					}
+					return nil
+				},
+			})
+			_ = tr.Stats()
+			_ = tr.Name()
+			_ = tr.String()
 		})
 	}
 }

@@ -39,6 +39,9 @@ func (t *Tree) Put(ctx context.Context, key, value []byte) error {
 	if len(value) > MaxValueLen {
 		return fmt.Errorf("%w: %d bytes (max %d)", ErrValueTooLarge, len(value), MaxValueLen)
 	}
+	if err := t.usable(); err != nil {
+		return err
+	}
 	if n := classBytes(t.lf.classOf(key, value)); int64(n) > t.maxLeaf {
 		return fmt.Errorf("%w: its leaf of %d bytes exceeds what a memory node can hold (%d of its %d bytes)",
 			ErrValueTooLarge, n, t.maxLeaf, t.nodeBytes)

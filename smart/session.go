@@ -121,8 +121,8 @@ func (t *Tree) session() (*session, error) { return t.sessionFor(context.Backgro
 // sessionFor takes a session for one operation, whose context is ctx, and
 // charges the simulator's client CPU time of an operation to it.
 func (t *Tree) sessionFor(ctx context.Context) (*session, error) {
-	if t.closed.Load() {
-		return nil, ErrClosed
+	if err := t.usable(); err != nil {
+		return nil, err
 	}
 	if n := t.cn.Crashes(); n != t.crashesSeen.Load() {
 		t.replaceIdle(ctx, n)

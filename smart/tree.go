@@ -279,6 +279,9 @@ func (t *Tree) nodeReadBytes(sl slot) int {
 // other compute nodes. Operations after Close fail with ErrClosed. Close is
 // idempotent: a later Close does nothing and returns nil.
 func (t *Tree) Close() error {
+	if t == nil || t.cn == nil {
+		return nil // never opened
+	}
 	if !t.closed.Swap(true) {
 		t.rd.Close(ErrClosed)
 		t.leaveRegistry()
@@ -286,8 +289,29 @@ func (t *Tree) Close() error {
 	return nil
 }
 
-// Name returns the tree's name in the pool.
-func (t *Tree) Name() string { return t.opts.Name }
+// Name returns the tree's name in the pool ("" for a Tree not made by
+// Open).
+func (t *Tree) Name() string {
+	if t == nil {
+		return ""
+	}
+	return t.opts.Name
+}
+
+// errNotOpened is the error of a call on a Tree not made by Open.
+var errNotOpened = fmt.Errorf("%w: a smart.Tree not made by Open", ErrClosed)
+
+// usable returns why t cannot run an operation, if it cannot: it was not
+// made by Open (a zero or nil Tree), or it is closed.
+func (t *Tree) usable() error {
+	switch {
+	case t == nil || t.cn == nil:
+		return errNotOpened
+	case t.closed.Load():
+		return ErrClosed
+	}
+	return nil
+}
 
 func corruptf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrCorrupt, fmt.Sprintf(format, args...))

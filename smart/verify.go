@@ -200,4 +200,4 @@ func (v *verifier) leaf(ctx context.Context, cur cursor, path []byte) error {
 }
 
 // String describes the tree for error messages.
-func (t *Tree) String() string { return fmt.Sprintf("smart.Tree(%q)", t.opts.Name) }
+func (t *Tree) String() string { return fmt.Sprintf("smart.Tree(%q)", t.Name()) }
