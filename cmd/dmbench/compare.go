@@ -48,8 +48,8 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	clList := fs.String("clients", "1,4,16", "comma-separated clients per compute node: one point of each curve per count")
 	out := fs.String("out", "", "directory for results.json, table.txt and the PNG and SVG plots (none if empty)")
 	asJSON := fs.Bool("json", false, "print results.json to stdout instead of the table")
-	parallel := fs.Int("parallel", parallelFlag(), "simulated runs executed at once (results are identical with any value)")
 	o.register(fs)
+	o.registerParallel(fs)
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	cmp := comparison{Command: append([]string{"dmbench", "compare"}, args...)}
-	cmp.Results, err = runPoints(ctx, cfgs, *parallel, stderr, func(cfg ycsb.Config) string {
+	cmp.Results, err = runPoints(ctx, cfgs, o.parallel, stderr, func(cfg ycsb.Config) string {
 		return fmt.Sprintf("%s on %s with %d clients per CN", cfg.Index, cfg.Workload.Name, cfg.ClientsPerCN)
 	}, func(cfg ycsb.Config) bool { return indexes[cfg.Index].inPool })
 	if err != nil {
@@ -99,9 +99,13 @@ func compareCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		enc.SetIndent("", "  ")
 		err = enc.Encode(cmp)
 	} else {
-		o.describeSetup(stdout, ws, clients)
+		o.describeSetup(stdout, ws, clients, true)
 		if err = cmp.writeTable(stdout); err == nil {
-			o.legend(stdout, hasPaper(cmp.Ratios))
+			note := ""
+			if hasPaper(cmp.Ratios) {
+				note = o.paperRatiosNote()
+			}
+			legend(stdout, compareColumns, note)
 		}
 	}
 	if err != nil {

@@ -27,7 +27,28 @@
 // --seed S, --max-runtime D. With --mode tcp or fabric the memory nodes are
 // the memnode servers of --memnodes: --mns, if given, must count them, and
 // --mn-mb, if given, must be their size. In sim mode the same flags give the
-// same output, byte for byte.
+// same output, byte for byte. The flags that take comma-separated lists
+// (--indexes, --workloads, --clients, --memnodes) refuse an empty element
+// ("smart,,sherman") and an element listed twice. --parallel (compare,
+// factor: simulated runs at once, one per core by default) must be at
+// least 1.
+//
+// `dmbench run --run-trace FILE` replays an index-microbench transaction
+// file (`dmbench gen` writes one) as the run phase, after the load file of
+// --load-trace if given (without it the index starts empty: Records 0, and
+// dmbench says so on stderr). To replay both phases of a generated
+// workload: `dmbench gen --workload a --out DIR`, then `dmbench run
+// --load-trace DIR/load_randint_workloada --run-trace
+// DIR/txn_randint_workloada`. The traces decide the records and the
+// operations, and no workload is generated (no warm-up, no request
+// distribution): --records, --ops, --workload, --warmup-ops, --warmup-keys
+// and --zipf are refused with --run-trace.
+//
+// `dmbench compare` and `dmbench amplification` print their setup before
+// their table and a legend of its columns after it. Amplification's paper
+// columns hold Table 4.1's figures only for the paper's setup, e-mail keys
+// and 64-byte values (96-byte objects, its defaults); for other keys or
+// values they hold "-" and the legend says why.
 //
 // Every run is checked before anything is allocated (ycsb.Config.Validate):
 // a value or key longer than the index stores, memory nodes larger than the

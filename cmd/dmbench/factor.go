@@ -59,8 +59,8 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	withSherman := fs.Bool("sherman", true, "also run Sherman as the baseline")
 	out := fs.String("out", "", "directory for factor.json, factor.txt and factor.{png,svg} (none if empty)")
 	asJSON := fs.Bool("json", false, "print the results as JSON instead of the table")
-	parallel := fs.Int("parallel", parallelFlag(), "simulated runs executed at once (results are identical with any value)")
 	o.register(fs)
+	o.registerParallel(fs)
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func factorCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := o.checkTotalRuntime(cfgs); err != nil {
 		return err
 	}
-	results, err := runPoints(ctx, cfgs, *parallel, stderr, func(cfg ycsb.Config) string {
+	results, err := runPoints(ctx, cfgs, o.parallel, stderr, func(cfg ycsb.Config) string {
 		return cfg.Index + " on " + cfg.Workload.Name
 	}, func(ycsb.Config) bool { return true }) // SMART's steps and Sherman
 	if err != nil {

@@ -160,7 +160,9 @@ func TestGenAndReplay(t *testing.T) {
 	if out != load+"\n"+txn+"\n" {
 		t.Fatalf("gen printed %q", out)
 	}
-	res := mustExec(t, append(runArgs("--keys", "email", "--load-trace", load, "--run-trace", txn), "--json")...)
+	// The cluster of small, without its --records and --ops: the traces
+	// decide them.
+	res := mustExec(t, append(append([]string{"run", "--index", "mem"}, small[4:]...), "--keys", "email", "--load-trace", load, "--run-trace", txn, "--json")...)
 	var r ycsb.Result
 	if err := json.Unmarshal([]byte(res), &r); err != nil {
 		t.Fatal(err)
@@ -175,11 +177,63 @@ func TestGenAndReplay(t *testing.T) {
 	}
 }
 
+// TestTraceDecides checks dmbench run with traces: every flag that the
+// traces decide is refused with --run-trace (it was ignored: --records
+// 2000 loaded nothing), run -h says so, a replay is checked against the
+// traces' sizes (it was checked against --records and --ops), and a run
+// trace without a load trace says on stderr that the index starts empty.
+func TestTraceDecides(t *testing.T) {
+	dir := t.TempDir()
+	mustExec(t, "gen", "--workload", "a", "--records", "300", "--ops", "500", "--out", dir)
+	load, txn := filepath.Join(dir, "load_randint_workloada"), filepath.Join(dir, "txn_randint_workloada")
+	values := map[string]string{"records": "300", "ops": "500", "workload": "c", "warmup-ops": "3", "warmup-keys": "9", "zipf": "0.5"}
+	if len(values) != len(traceDecided) {
+		t.Fatalf("traceDecided %v: give each a value here", traceDecided)
+	}
+	var help, errOut bytes.Buffer
+	if err := dmbench(context.Background(), []string{"run", "-h"}, &help, &errOut); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("dmbench run -h: %v", err)
+	}
+	_, runTraceHelp, _ := strings.Cut(errOut.String(), "  -run-trace")
+	runTraceHelp, _, _ = strings.Cut(runTraceHelp, "\n  -")
+	for _, name := range traceDecided {
+		if !strings.Contains(runTraceHelp, "--"+name) {
+			t.Errorf("run -h does not name --%s as refused with --run-trace: %q", name, runTraceHelp)
+		}
+		for _, traces := range [][]string{{"--run-trace", txn}, {"--load-trace", load, "--run-trace", txn}} {
+			args := append(append([]string{"run", "--index", "mem"}, traces...), "--"+name, values[name])
+			err := reject(t, args...)
+			want := "--" + name + " with --run-trace: the traces decide"
+			if err == nil || !strings.Contains(err.Error(), want) || exitStatus(err, new(bytes.Buffer)) != 2 {
+				t.Errorf("dmbench %s: %v, want status 2 and %q", strings.Join(args, " "), err, want)
+			}
+		}
+	}
+	// 800 operations: within a --max-runtime that the default --records
+	// and --ops (600000 operations with the warm-up) exceed.
+	var r ycsb.Result
+	out := mustExec(t, "run", "--index", "mem", "--load-trace", load, "--run-trace", txn, "--max-runtime", "100ms", "--json")
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Records != 300 || r.Ops != 500 || r.WarmupOps != 0 || r.Workload != "trace" {
+		t.Errorf("replay of both traces: records %d, ops %d, warm-up %d, workload %q", r.Records, r.Ops, r.WarmupOps, r.Workload)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := dmbench(context.Background(), []string{"run", "--index", "mem", "--run-trace", txn}, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "[SETUP], Records, 0") || !strings.Contains(stderr.String(), "--run-trace without --load-trace: the index starts empty") {
+		t.Errorf("a run trace alone:\n%s\nstderr: %s", stdout.String(), stderr.String())
+	}
+}
+
 func TestCompare(t *testing.T) {
 	dir := t.TempDir()
 	args := append([]string{"compare", "--indexes", "mem,mem2", "--workloads", "a,c", "--clients", "1,3", "--out", dir}, small[:6]...)
 	out := mustExec(t, args...)
-	for _, want := range []string{"setup: YCSB a, c, 400 records", "× {1, 3} clients per compute node", "mem/mem2", "columns: Mops/s"} {
+	for _, want := range []string{"setup: YCSB a, c, 400 records", "(Zipfian θ 0.99 where the workload is skewed)", "runs with the same load share it",
+		"× {1, 3} clients per compute node", "mem/mem2", "columns: Mops/s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("compare output lacks %q:\n%s", want, out)
 		}
@@ -250,6 +304,57 @@ func TestAmplification(t *testing.T) {
 	}
 	if rows[0].ReadAppBytes < 64 || rows[0].WriteAppBytes < 64 {
 		t.Errorf("object sizes %v, %v: want at least the 64-byte value", rows[0].ReadAppBytes, rows[0].WriteAppBytes)
+	}
+}
+
+// TestAmplificationPaper checks that amplification prints its setup and a
+// legend, as compare does, and sets Table 4.1's figures beside its own
+// only when its keys and values are the paper's (it showed them with
+// --keys int --value-size 8), saying why they are missing otherwise. SMART
+// is the in-memory index here.
+func TestAmplificationPaper(t *testing.T) {
+	saved := indexes["smart"]
+	indexes["smart"] = index{open: ycsbtest.NewOpener}
+	defer func() { indexes["smart"] = saved }()
+	for _, c := range []struct {
+		flags []string
+		paper bool
+	}{
+		{nil, true},
+		{[]string{"--keys", "email", "--value-size", "64"}, true},
+		{[]string{"--keys", "int", "--value-size", "8"}, false},
+		{[]string{"--keys", "int"}, false},
+		{[]string{"--value-size", "96"}, false},
+	} {
+		args := append([]string{"amplification", "--indexes", "smart,mem", "--records", "300", "--ops", "200"}, c.flags...)
+		out := mustExec(t, args...)
+		for _, want := range []string{"setup: YCSB read-only, update-only, 300 records", "each run loads its own index", "columns: object B = "} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%v: the output lacks %q:\n%s", c.flags, want, out)
+			}
+		}
+		if strings.Contains(out, "Zipfian") {
+			t.Errorf("%v: the setup of uniform runs names a Zipfian θ:\n%s", c.flags, out)
+		}
+		var smartRow []string
+		for l := range strings.Lines(out) {
+			if f := strings.Fields(l); len(f) == 10 && f[0] == "smart" {
+				smartRow = f
+			}
+		}
+		shown := len(smartRow) == 10 && smartRow[4] == "1.10" && smartRow[7] == "1.10"
+		hidden := len(smartRow) == 10 && smartRow[4] == "-" && smartRow[7] == "-"
+		if c.paper && (!shown || !strings.Contains(out, "paper = Table 4.1 of the SMART paper, measured with e-mail keys")) ||
+			!c.paper && (!hidden || !strings.Contains(out, `paper = "-": Table 4.1 of the SMART paper measured e-mail keys`)) {
+			t.Errorf("%v: the paper's figures shown: %v, want %v (row %q):\n%s", c.flags, shown, c.paper, smartRow, out)
+		}
+		var rows []amplification
+		if err := json.Unmarshal([]byte(mustExec(t, append(args, "--json")...)), &rows); err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != 2 || (rows[0].PaperRead != nil) != c.paper || rows[1].PaperRead != nil {
+			t.Errorf("%v: --json rows %+v, want the paper's figures for smart: %v", c.flags, rows, c.paper)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,7 @@ type options struct {
 	seed        uint64
 	maxTime     time.Duration
 	crashRate   float64 // run only (registerCrash)
+	parallel    int     // compare and factor only (registerParallel)
 	compact     bool
 
 	fs *flag.FlagSet // the flag set registered on, for the flags given
@@ -54,7 +56,7 @@ func defaultOptions() options {
 	return options{
 		keys: "int", records: 100_000, ops: 100_000, valueSize: ycsb.DefaultValueSize,
 		mns: 2, cns: 4, cacheMB: 64, mode: "sim", nic: "cx6", ordering: "inorder",
-		zipf: ycsb.DefaultZipfTheta, seed: 1, maxTime: ycsb.DefaultMaxRuntime,
+		zipf: ycsb.DefaultZipfTheta, seed: 1, maxTime: ycsb.DefaultMaxRuntime, parallel: runtime.GOMAXPROCS(0),
 	}
 }
 
@@ -103,6 +105,12 @@ func (o *options) registerCrash(fs *flag.FlagSet) {
 		"(0: none, at most %.0f; needs --value-size 8 or more)", ycsb.MaxCrashRate))
 }
 
+// registerParallel registers --parallel (compare and factor only), one
+// run per core by default.
+func (o *options) registerParallel(fs *flag.FlagSet) {
+	fs.IntVar(&o.parallel, "parallel", o.parallel, "simulated runs executed at once, at least 1 (results are identical with any value)")
+}
+
 // check validates the flags that do not depend on the index or workload.
 func (o *options) check() error {
 	switch {
@@ -116,6 +124,8 @@ func (o *options) check() error {
 		return fmt.Errorf("--value-size must be at least 1")
 	case o.mns < 1 || o.cns < 1:
 		return fmt.Errorf("--mns and --cns must be at least 1")
+	case o.parallel < 1:
+		return fmt.Errorf("--parallel %d: want at least 1 (the default is one run per core)", o.parallel)
 	case o.mnMB < 0 || o.mnMB > maxMB:
 		return fmt.Errorf("--mn-mb %d: want 0 (enough for the run) up to %d", o.mnMB, int64(maxMB))
 	case !(o.cacheMB >= 0 && o.cacheMB <= maxMB): // also rejects NaN
@@ -150,6 +160,17 @@ func checkZipf(theta float64) error {
 // The config is validated as ycsb.Run will validate it, so that a command
 // running many configurations fails before the first one starts.
 func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Config, error) {
+	cfg, err := o.unvalidated(index, w, clients)
+	if err != nil {
+		return ycsb.Config{}, err
+	}
+	return cfg, o.withHint(cfg.Validate())
+}
+
+// unvalidated is config without ycsb's validation, for a caller that
+// completes the config first (dmbench run adds its traces, which decide
+// the records and operations validated).
+func (o *options) unvalidated(index string, w ycsb.Workload, clients int) (ycsb.Config, error) {
 	if err := o.check(); err != nil {
 		return ycsb.Config{}, err
 	}
@@ -172,7 +193,8 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 	if err != nil {
 		return ycsb.Config{}, err
 	}
-	if err := o.checkTransport(mode); err != nil {
+	memnodes, err := o.checkTransport(mode)
+	if err != nil {
 		return ycsb.Config{}, err
 	}
 	ix, err := lookup(index)
@@ -202,21 +224,26 @@ func (o *options) config(index string, w ycsb.Workload, clients int) (ycsb.Confi
 		MemoryNodes: mns, ComputeNodes: o.cns, ClientsPerCN: clients, LoadClientsPerCN: o.loadClients, NodeBytes: o.mnMB << 20,
 		Mode: mode, Sim: remote.SimConfig{Profile: profile, Ordering: ordering}, Seed: o.seed, Compact: o.compact,
 		Shm:        remote.ShmConfig{Dir: o.shmDir},
-		TCP:        remote.TCPConfig{MemoryNodes: o.memnodeList(), Token: o.token},
-		Fabric:     remote.FabricConfig{MemoryNodes: o.memnodeList(), Token: o.token, Provider: o.provider},
+		TCP:        remote.TCPConfig{MemoryNodes: memnodes, Token: o.token},
+		Fabric:     remote.FabricConfig{MemoryNodes: memnodes, Token: o.token, Provider: o.provider},
 		MaxRuntime: maxTime, MemoryLimit: memoryLimit, CrashRate: o.crashRate,
 	}
-	return cfg, o.withHint(cfg.Validate())
+	return cfg, nil
 }
 
 // withHint adds to an error of ycsb's checks the flags that change the
-// outcome.
+// outcome (not --records and --ops with --run-trace, whose traces decide
+// them).
 func (o *options) withHint(err error) error {
+	fewer := "lower --records or --ops"
+	if o.isSet("run-trace") {
+		fewer = "replay shorter traces"
+	}
 	switch {
 	case errors.Is(err, ycsb.ErrTooLarge):
-		return fmt.Errorf("%w; lower --records, --ops, --value-size, --cns, --clients or --mn-mb", err)
+		return fmt.Errorf("%w; %s, or lower --value-size, --cns, --clients or --mn-mb", err, fewer)
 	case errors.Is(err, ycsb.ErrTooLong):
-		return fmt.Errorf("%w; lower --records or --ops, or raise --max-runtime", err)
+		return fmt.Errorf("%w; %s, or raise --max-runtime", err, fewer)
 	case errors.Is(err, remote.ErrOutOfMemory):
 		switch o.mode {
 		case "tcp", "fabric":
@@ -255,25 +282,33 @@ func (o *options) checkTotalRuntime(cfgs []ycsb.Config) error {
 }
 
 // checkTransport refuses transport flags that the mode does not use and
-// missing ones it needs.
-func (o *options) checkTransport(mode ycsb.Mode) error {
+// missing ones it needs, and returns the memory nodes of --memnodes (nil
+// without it).
+func (o *options) checkTransport(mode ycsb.Mode) ([]string, error) {
 	net := mode == ycsb.ModeTCP || mode == ycsb.ModeFabric
 	switch {
 	case mode == ycsb.ModeShm && o.shmDir == "":
-		return fmt.Errorf("--mode shm needs --shm-dir")
+		return nil, fmt.Errorf("--mode shm needs --shm-dir")
 	case mode != ycsb.ModeShm && o.shmDir != "":
-		return fmt.Errorf("--shm-dir is only for --mode shm")
+		return nil, fmt.Errorf("--shm-dir is only for --mode shm")
 	case net && o.memnodes == "":
-		return fmt.Errorf("--mode %v needs --memnodes host:port,...", mode)
+		return nil, fmt.Errorf("--mode %v needs --memnodes host:port,...", mode)
 	case !net && (o.memnodes != "" || o.token != ""):
-		return fmt.Errorf("--memnodes and --token are only for --mode tcp and fabric")
+		return nil, fmt.Errorf("--memnodes and --token are only for --mode tcp and fabric")
 	case mode != ycsb.ModeFabric && o.provider != "":
-		return fmt.Errorf("--provider is only for --mode fabric")
-	case net && o.isSet("mns") && o.mns != len(o.memnodeList()):
-		return fmt.Errorf("--mns %d, but --memnodes lists %d memory nodes (with --mode %v, omit --mns: the memory nodes are those listed)",
-			o.mns, len(o.memnodeList()), mode)
+		return nil, fmt.Errorf("--provider is only for --mode fabric")
+	case !net:
+		return nil, nil
 	}
-	return nil
+	memnodes, err := names("memnodes", o.memnodes)
+	switch {
+	case err != nil:
+		return nil, err
+	case o.isSet("mns") && o.mns != len(memnodes):
+		return nil, fmt.Errorf("--mns %d, but --memnodes lists %d memory nodes (with --mode %v, omit --mns: the memory nodes are those listed)",
+			o.mns, len(memnodes), mode)
+	}
+	return memnodes, nil
 }
 
 // isSet reports whether flag name was given on the command line.
@@ -285,65 +320,53 @@ func (o *options) isSet(name string) bool {
 	return set
 }
 
-// memnodeList splits --memnodes.
-func (o *options) memnodeList() []string {
-	if o.memnodes == "" {
-		return nil
-	}
-	return strings.Split(o.memnodes, ",")
-}
-
 // workloads parses the comma-separated list of workload names of flag
-// flagName.
-func workloads(flagName, list string) ([]ycsb.Workload, error) {
-	ns, err := names(flagName, list)
-	if err != nil {
-		return nil, err
-	}
-	var ws []ycsb.Workload
-	for _, name := range ns {
-		w, err := ycsb.Preset(name)
-		if err != nil {
-			return nil, err
-		}
-		ws = append(ws, w)
-	}
-	return ws, nil
+// flagName (list).
+func workloads(flagName, text string) ([]ycsb.Workload, error) {
+	return list(flagName, text, ycsb.Preset)
 }
 
-// names parses the comma-separated list of names of flag flagName: at
-// least one, none twice.
-func names(flagName, list string) ([]string, error) {
-	var out []string
-	for n := range strings.SplitSeq(list, ",") {
-		n = strings.TrimSpace(n)
-		switch {
-		case n == "":
-			continue
-		case slices.Contains(out, n):
-			return nil, fmt.Errorf("--%s lists %q twice", flagName, n)
+// names parses the comma-separated list of names of flag flagName (list).
+func names(flagName, text string) ([]string, error) {
+	return list(flagName, text, func(s string) (string, error) { return s, nil })
+}
+
+// counts parses the comma-separated list of positive integers of flag
+// flagName (list).
+func counts(flagName, text string) ([]int, error) {
+	return list(flagName, text, func(s string) (int, error) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("%q is not a positive integer", s)
 		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
+		return n, nil
+	})
+}
+
+// list parses text, the value of the comma-separated list flag flagName:
+// its elements, spaces trimmed, each read by parse. Every list flag goes
+// through it, so that all refuse the same inputs with the same words: an
+// empty list, an empty element ("smart,,sherman"), an element parse
+// refuses, and an element listed twice (as parse reads it: "a,A" for
+// workloads, "4,04" for counts).
+func list[T comparable](flagName, text string, parse func(string) (T, error)) ([]T, error) {
+	if strings.TrimSpace(text) == "" {
 		return nil, fmt.Errorf("--%s is empty", flagName)
 	}
-	return out, nil
-}
-
-// counts parses the comma-separated list of distinct positive integers of
-// flag flagName.
-func counts(flagName, list string) ([]int, error) {
-	var out []int
-	for s := range strings.SplitSeq(list, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		switch {
-		case err != nil || n < 1:
-			return nil, fmt.Errorf("--%s: %q is not a positive integer", flagName, s)
-		case slices.Contains(out, n):
-			return nil, fmt.Errorf("--%s lists %d twice", flagName, n)
+	var out []T
+	for s := range strings.SplitSeq(text, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			return nil, fmt.Errorf("--%s %q has an empty element", flagName, text)
 		}
-		out = append(out, n)
+		v, err := parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %w", flagName, err)
+		}
+		if slices.Contains(out, v) {
+			return nil, fmt.Errorf("--%s lists %q twice", flagName, s)
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }

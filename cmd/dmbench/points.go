@@ -4,16 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 
 	"github.com/dmindex/dmindex/ycsb"
 )
 
-// runPoints runs the independent runs cfgs, at most parallel at once in the
-// simulator (its figures are virtual time and deterministic, so they are
-// the same whatever runs beside them) and one at a time in the real-time
-// modes (which measure wall time: runs side by side would slow each other).
+// runPoints runs the independent runs cfgs, at most parallel (at least 1,
+// as options.check requires of --parallel) at once in the simulator (its
+// figures are virtual time and deterministic, so they are the same
+// whatever runs beside them) and one at a time in the real-time modes
+// (which measure wall time: runs side by side would slow each other).
 // Runs of indexes whose whole state is in the pool (inPool) with the same
 // load phase (ycsb.Config.LoadKey) share one: it is loaded once
 // (ycsb.Load) and each of them starts from it, which gives the results
@@ -21,7 +21,7 @@ import (
 // Results come back in the order of cfgs; the first failing run's error,
 // labelled by label, is returned.
 func runPoints(ctx context.Context, cfgs []ycsb.Config, parallel int, stderr io.Writer, label func(ycsb.Config) string, inPool func(ycsb.Config) bool) ([]*ycsb.Result, error) {
-	if parallel < 1 || len(cfgs) > 0 && cfgs[0].Mode != ycsb.ModeSim {
+	if len(cfgs) > 0 && cfgs[0].Mode != ycsb.ModeSim {
 		parallel = 1
 	}
 	groups := loadGroups(cfgs, inPool)
@@ -126,6 +126,3 @@ func loadGroups(cfgs []ycsb.Config, inPool func(ycsb.Config) bool) [][]int {
 	}
 	return groups
 }
-
-// parallelFlag is the default of --parallel: one run per core.
-func parallelFlag() int { return runtime.GOMAXPROCS(0) }
