@@ -94,31 +94,23 @@ func stripeOf(base, line uint64) uint64 {
 
 // lock takes the set's stripes in increasing order (so that batches never
 // wait on each other in a cycle).
-func (s *stripeSet) lock() {
-	if s.many == nil {
-		for _, i := range s.few[:s.n] {
-			writeStripes[i].Lock()
-		}
-		return
-	}
-	for w, m := range s.many {
-		for ; m != 0; m &= m - 1 {
-			writeStripes[w*64+bits.TrailingZeros64(m)].Lock()
-		}
-	}
-}
+func (s *stripeSet) lock() { s.each((*sync.Mutex).Lock) }
 
 // unlock releases the set's stripes.
-func (s *stripeSet) unlock() {
+func (s *stripeSet) unlock() { s.each((*sync.Mutex).Unlock) }
+
+// each calls f with the mutex of each stripe of the set, in increasing
+// order.
+func (s *stripeSet) each(f func(*sync.Mutex)) {
 	if s.many == nil {
 		for _, i := range s.few[:s.n] {
-			writeStripes[i].Unlock()
+			f(&writeStripes[i].Mutex)
 		}
 		return
 	}
 	for w, m := range s.many {
 		for ; m != 0; m &= m - 1 {
-			writeStripes[w*64+bits.TrailingZeros64(m)].Unlock()
+			f(&writeStripes[w*64+bits.TrailingZeros64(m)].Mutex)
 		}
 	}
 }
