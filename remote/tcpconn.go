@@ -253,6 +253,9 @@ func (c *tcpConn) awaitCtx(ctx context.Context, call *tcpCall) error {
 		call.timer.Stop()
 		return err
 	case <-call.timer.C:
+		if came, err := call.replyAfterStall(); came {
+			return err
+		}
 		call.link.fail(c.late())
 		return <-call.done
 	case <-ctx.Done():
@@ -265,6 +268,35 @@ func (c *tcpConn) awaitCtx(ctx context.Context, call *tcpCall) error {
 		err := <-call.done
 		call.timer.Stop()
 		return err
+	}
+}
+
+// stallGrace is how much longer a call waits for its reply when its
+// timeout fired this long or more after it was due (replyAfterStall).
+const stallGrace = 100 * time.Millisecond
+
+// stalled reports whether a call due at by whose timeout fires now fires
+// late enough that this process was not running meanwhile: stopped
+// (SIGSTOP), a paused VM, a machine swapping. A reply that came in time
+// may then be waiting in the socket for the link's reader, which did not
+// run either; failing the link would judge a healthy memory node down for
+// the compute node's own pause.
+func stalled(by time.Time) bool { return time.Since(by) > stallGrace }
+
+// replyAfterStall gives call, whose timer has fired, stallGrace more for
+// its reply if the timer fired late (stalled), and reports whether the
+// reply (or the link's failure) came meanwhile.
+func (call *tcpCall) replyAfterStall() (came bool, err error) {
+	if !stalled(call.by) {
+		return false, nil
+	}
+	call.timer.Reset(stallGrace)
+	select {
+	case err := <-call.done:
+		call.timer.Stop()
+		return true, err
+	case <-call.timer.C:
+		return false, nil
 	}
 }
 
@@ -291,14 +323,21 @@ func (l *tcpLink) abandon(call *tcpCall) bool {
 		return false
 	}
 	l.pending[id] = abandoned
-	time.AfterFunc(time.Until(call.by), func() {
+	by := call.by
+	var check func(again bool)
+	check = func(again bool) {
 		l.pmu.Lock()
 		late := l.pending[id] == abandoned
 		l.pmu.Unlock()
-		if late {
+		switch {
+		case !late:
+		case again && stalled(by):
+			time.AfterFunc(stallGrace, func() { check(false) }) // as replyAfterStall
+		default:
 			l.fail(l.c.late())
 		}
-	})
+	}
+	time.AfterFunc(time.Until(by), func() { check(true) })
 	return true
 }
 

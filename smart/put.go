@@ -218,7 +218,11 @@ func (s *session) lockLeaf(ctx context.Context, cur cursor, key []byte, split bo
 // holder is judged every judgeEvery attempts (recovered if dead), and the
 // session backs off.
 func (s *session) lockWait(ctx context.Context, w *registry.Watch, sl slot, held uint64, attempt int) error {
-	if attempt >= maxLockAttempts {
+	switch {
+	case attempt >= maxLockAttempts && held == 0:
+		return fmt.Errorf("%w: leaf %v torn under a free lock for %d attempts (a WRITE that never finished landing: docs/recovery.md, \"Stale writers\")",
+			ErrContention, sl.addr(), attempt)
+	case attempt >= maxLockAttempts:
 		return fmt.Errorf("%w: leaf lock at %v held by %#x for %d attempts", ErrContention, sl.addr(), held, attempt)
 	}
 	if err := s.recoverHeld(ctx, w, sl, held, attempt); err != nil {
