@@ -1,14 +1,19 @@
 package remote_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -479,4 +484,107 @@ func TestTCPCloseNodeStopped(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pausedClientEnv holds the address of the memory node that
+// TestTCPClientPaused's child process reads from; set only in that child.
+const pausedClientEnv = "DMINDEX_PAUSED_CLIENT_MEMNODE"
+
+// TestTCPClientPaused: a compute node's process stopped (SIGSTOP) for
+// longer than TCPConfig.Timeout while its clients read from a healthy
+// memory node, then continued, loses no verb: the replies that came while
+// it was stopped are taken when it runs again. Before, every call's timer
+// fired at once when the process continued, ahead of the link's reader,
+// and the node was judged down (a new-user pass: thousands of operations
+// failed in the second after SIGCONT). The reading process is this test
+// binary run again (TestTCPClientPausedChild).
+func TestTCPClientPaused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("stops a process for 2 s")
+	}
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestTCPClientPausedChild$", "-test.v")
+	cmd.Env = append(os.Environ(), pausedClientEnv+"="+ts.addr)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGCONT)
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	lines := bufio.NewScanner(out)
+	var report string
+	for lines.Scan() {
+		line := lines.Text()
+		switch {
+		case line == "reading":
+			time.Sleep(200 * time.Millisecond)
+			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Second) // twice the child's Timeout
+			if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+		case strings.HasPrefix(line, "reads "):
+			report = line
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v (%s)", err, report)
+	}
+	t.Log(report)
+	var n, failed int
+	if _, err := fmt.Sscanf(report, "reads %d failed %d", &n, &failed); err != nil {
+		t.Fatalf("child reported %q", report)
+	}
+	if failed > 0 || n == 0 {
+		t.Errorf("%d of %d READs failed around a stop of twice the Timeout", failed, n)
+	}
+}
+
+// TestTCPClientPausedChild is TestTCPClientPaused's reading process: four
+// clients read one word of the memory node in a loop for 3 s, and it
+// prints how many READs failed.
+func TestTCPClientPausedChild(t *testing.T) {
+	addr := os.Getenv(pausedClientEnv)
+	if addr == "" {
+		t.Skip("run by TestTCPClientPaused")
+	}
+	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{addr}, Token: testToken, Timeout: time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	cn := p.NewComputeNode()
+	ctx := context.Background()
+	a, err := cn.NewClient().Alloc(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, failed atomic.Int64
+	var wg sync.WaitGroup
+	end := time.Now().Add(3 * time.Second)
+	for range 4 {
+		c := cn.NewClient()
+		wg.Go(func() {
+			buf := make([]byte, 8)
+			for time.Now().Before(end) {
+				n.Add(1)
+				if err := c.Read(ctx, a, buf); err != nil {
+					if failed.Add(1) == 1 {
+						t.Logf("first failure: %v", err)
+					}
+				}
+			}
+		})
+	}
+	fmt.Println("reading")
+	wg.Wait()
+	fmt.Printf("reads %d failed %d\n", n.Load(), failed.Load())
 }

@@ -273,7 +273,7 @@ func (c *tcpConn) awaitCtx(ctx context.Context, call *tcpCall) error {
 
 // stallGrace is how much longer a call waits for its reply when its
 // timeout fired this long or more after it was due (replyAfterStall).
-const stallGrace = 100 * time.Millisecond
+const stallGrace = 250 * time.Millisecond
 
 // stalled reports whether a call due at by whose timeout fires now fires
 // late enough that this process was not running meanwhile: stopped
