@@ -965,3 +965,58 @@ func TestIdleCrashedDeadline(t *testing.T) {
 		t.Errorf("Get with a deadline of %v, registry node stopped, a crashed idle session: %v after %v", deadline, err, d)
 	}
 }
+
+// TestRecoverSilentLocks: the lock words of eight leaves hold a tag of a
+// compute node that then falls silent; Recover on another compute node,
+// whose lease is short, takes them all over in about one lease of virtual
+// time, since its first walk begins judging every held word and its second
+// takes them over (it waited a lease for each word in turn before: 17.1 ms
+// here, against 2.9 ms now).
+func TestRecoverSilentLocks(t *testing.T) {
+	ctx := context.Background()
+	const lease = 2 * time.Millisecond
+	p := simPool(t, remote.InOrder, 7)
+	opts := crashOpts
+	opts.Lease = lease
+	t1, t2 := openTree(t, p, opts), openTree(t, p, opts)
+	for k := range uint64(200) {
+		if err := t1.Put(ctx, ikey(k), ikey(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := t2.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels, err := s.sweep(ctx, false) // every word free: the pages alone
+	t2.release(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = t1.session(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tag := s.tag
+	t1.release(s)
+	c := t2.cn.NewClient()
+	words := map[remote.Addr]bool{}
+	for _, pg := range levels[0] {
+		if _, w := t2.locks.lockWord(pg.addr); !words[w] && len(words) < 8 {
+			if old, err := c.CAS(ctx, w, 0, tag); err != nil || old != 0 {
+				t.Fatalf("CAS of lock word %v: %#x, %v", w, old, err)
+			}
+			words[w] = true
+		}
+	}
+	start := p.Now()
+	n, err := t2.Recover(ctx)
+	took := p.Now() - start
+	t.Logf("Recover took over %d locks in %v (lease %v)", n, took, lease)
+	if err != nil || n != len(words) {
+		t.Fatalf("Recover = %d, %v; want %d locks", n, err, len(words))
+	}
+	if took > 3*lease {
+		t.Errorf("Recover took %v for %d locks, want about one lease (%v)", took, n, lease)
+	}
+	verify(t, t2)
+}

@@ -182,7 +182,10 @@ const (
 // expected to hold the noted tag in the first CAS, not 0. On error it
 // passes the local lock on.
 func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
-	var watch registry.Watch
+	watch := s.prewatch[h.word]
+	if watch == nil {
+		watch = new(registry.Watch)
+	}
 	h.l.mu.Lock()
 	expect := h.l.stale
 	h.l.stale = 0
@@ -216,7 +219,7 @@ func (s *session) acquire(ctx context.Context, a remote.Addr, h *held) error {
 			}
 			h.from = s.m.LockedAt(s.c.Now())
 			var won bool
-			if won, err = s.takeover(ctx, h, old, &watch); err == nil && won {
+			if won, err = s.takeover(ctx, h, old, watch); err == nil && won {
 				break
 			}
 			if errors.Is(err, ErrLeaseLost) {

@@ -486,7 +486,16 @@ func (t *Tree) Recover(ctx context.Context) (int, error) {
 		}
 	}
 	before := s.recovered
-	levels, err := s.sweep(ctx)
+	// The first walk takes over the words of holders it can judge dead at
+	// once and begins judging the others (prewatch); the second, if there
+	// are others, takes those over a lease after the first walk saw them,
+	// rather than a lease after each one's turn.
+	s.prewatch = map[remote.Addr]*registry.Watch{}
+	defer func() { s.prewatch = nil }()
+	levels, err := s.sweep(ctx, true)
+	if err == nil && len(s.prewatch) > 0 {
+		levels, err = s.sweep(ctx, false)
+	}
 	if err == nil {
 		err = s.linkSplits(ctx, levels)
 	}
@@ -503,22 +512,24 @@ type sweptPage struct {
 // sweep visits every page from the top level down, level by level along
 // the sibling chain, and frees every held lock word it finds: a page that
 // does not validate, or whose word is set, is locked (taking the word over
-// from a dead holder and repairing the page) and unlocked. It returns the
-// pages of each level, top level last.
-func (s *session) sweep(ctx context.Context) ([][]sweptPage, error) {
+// from a dead holder and repairing the page) and unlocked. On a first walk
+// a valid page whose word is held by a holder not known dead yet is only
+// noted (s.prewatch) for the next walk. It returns the pages of each
+// level, top level last.
+func (s *session) sweep(ctx context.Context, first bool) ([][]sweptPage, error) {
 	root, err := s.refreshRoot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var levels [][]sweptPage
-	first := root
+	leftmost := root
 	for level := -1; ; {
 		var pages []sweptPage
-		for a, n := first, 0; a != 0; n++ {
+		for a, n := leftmost, 0; a != 0; n++ {
 			if n > 1<<26 {
 				return nil, corrupt("sibling chain at level %d does not end", level)
 			}
-			p, err := s.sweepPage(ctx, a, level)
+			p, err := s.sweepPage(ctx, a, level, first)
 			if err != nil {
 				return nil, err
 			}
@@ -539,13 +550,15 @@ func (s *session) sweep(ctx context.Context) ([][]sweptPage, error) {
 		if level == 0 {
 			break
 		}
-		first, level = pages[0].children[0], level-1
+		leftmost, level = pages[0].children[0], level-1
 	}
 	return levels, nil
 }
 
-// sweepPage reads page a and frees its lock word if it is held.
-func (s *session) sweepPage(ctx context.Context, a remote.Addr, level int) (page, error) {
+// sweepPage reads page a and frees its lock word if it is held; on a first
+// walk (sweep) it notes the word instead if the page is valid and its
+// holder not known dead yet.
+func (s *session) sweepPage(ctx context.Context, a remote.Addr, level int, first bool) (page, error) {
 	_, word := s.t.locks.lockWord(a)
 	var w [8]byte
 	b := s.buf[0][:s.t.g.bytesFor(level)]
@@ -553,7 +566,22 @@ func (s *session) sweepPage(ctx context.Context, a remote.Addr, level int) (page
 	if err := s.c.Do(ctx, ops); err != nil {
 		return page{}, err
 	}
-	if le.Uint64(w[:]) != 0 || !(page{&s.t.g, b}).valid() {
+	held, valid := le.Uint64(w[:]), (page{&s.t.g, b}).valid()
+	free := held == 0 && valid
+	if first && held != 0 && valid {
+		watch := s.prewatch[word]
+		if watch == nil {
+			watch = new(registry.Watch)
+		}
+		dead, err := s.t.reg.Dead(ctx, s.c, watch, held)
+		if err != nil {
+			return page{}, err
+		}
+		if free = !dead; free {
+			s.prewatch[word] = watch // judged on the next walk, a lease from now
+		}
+	}
+	if !free {
 		if err := s.lockUnlock(ctx, a); err != nil {
 			return page{}, err
 		}

@@ -266,8 +266,12 @@ type session struct {
 	rbuf      []byte        // page buffer of repairs
 	tagWord   [8]byte       // the tag a repair leaves in a global word (retag)
 	recovered int           // locks taken over
-	locked    bool          // the session holds a lock (helpTorn must not take another)
-	verifying bool          // Verify reads: report, never repair
+	// prewatch holds, during Recover, the judgements of held global words
+	// that its first walk began (by word address): taking one over waits
+	// for the lease since then, not for a lease of its own.
+	prewatch  map[remote.Addr]*registry.Watch
+	locked    bool // the session holds a lock (helpTorn must not take another)
+	verifying bool // Verify reads: report, never repair
 }
 
 // session returns an idle session, or a new one with a new client, for an
