@@ -611,10 +611,8 @@ func TestStaleWriter(t *testing.T) {
 	const lease = 2 * time.Millisecond
 	for _, takenOver := range []bool{false, true} {
 		t.Run(fmt.Sprintf("takenOver=%v", takenOver), func(t *testing.T) {
-			p := simPool(t, remote.InOrder, 1)
-			opts := crashOpts
-			opts.Lease = lease
-			t1, t2 := openTree(t, p, opts), openTree(t, p, opts)
+			_, trees := leaseTrees(t, 1, lease, 2)
+			t1, t2 := trees[0], trees[1]
 			if err := t1.Put(ctx, ikey(1), []byte("old")); err != nil {
 				t.Fatal(err)
 			}
@@ -662,10 +660,8 @@ func TestStaleWriter(t *testing.T) {
 func TestStaleRepairer(t *testing.T) {
 	ctx := context.Background()
 	const lease = 2 * time.Millisecond
-	p := simPool(t, remote.InOrder, 1)
-	opts := crashOpts
-	opts.Lease = lease
-	rep, holder, gone := openTree(t, p, opts), openTree(t, p, opts), openTree(t, p, opts)
+	p, trees := leaseTrees(t, 1, lease, 3)
+	rep, holder, gone := trees[0], trees[1], trees[2]
 	if err := holder.Put(ctx, ikey(1), []byte("old")); err != nil {
 		t.Fatal(err)
 	}
@@ -728,10 +724,8 @@ func TestStaleRepairer(t *testing.T) {
 func TestStaleRelease(t *testing.T) {
 	ctx := context.Background()
 	const lease = 2 * time.Millisecond
-	p := simPool(t, remote.InOrder, 1)
-	opts := crashOpts
-	opts.Lease = lease
-	stale, other := openTree(t, p, opts), openTree(t, p, opts)
+	p, trees := leaseTrees(t, 1, lease, 2)
+	stale, other := trees[0], trees[1]
 	if err := other.Put(ctx, ikey(1), []byte("old")); err != nil {
 		t.Fatal(err)
 	}
@@ -975,10 +969,8 @@ func TestIdleCrashedDeadline(t *testing.T) {
 func TestRecoverSilentLocks(t *testing.T) {
 	ctx := context.Background()
 	const lease = 2 * time.Millisecond
-	p := simPool(t, remote.InOrder, 7)
-	opts := crashOpts
-	opts.Lease = lease
-	t1, t2 := openTree(t, p, opts), openTree(t, p, opts)
+	p, trees := leaseTrees(t, 7, lease, 2)
+	t1, t2 := trees[0], trees[1]
 	for k := range uint64(200) {
 		if err := t1.Put(ctx, ikey(k), ikey(k)); err != nil {
 			t.Fatal(err)
@@ -1019,4 +1011,17 @@ func TestRecoverSilentLocks(t *testing.T) {
 		t.Errorf("Recover took %v for %d locks, want about one lease (%v)", took, n, lease)
 	}
 	verify(t, t2)
+}
+
+// leaseTrees opens n trees of crashOpts with the given lease, each on a
+// compute node of its own, in a simulated pool of the given seed.
+func leaseTrees(t *testing.T, seed uint64, lease time.Duration, n int) (*remote.Pool, []*Tree) {
+	p := simPool(t, remote.InOrder, seed)
+	opts := crashOpts
+	opts.Lease = lease
+	trees := make([]*Tree, n)
+	for i := range trees {
+		trees[i] = openTree(t, p, opts)
+	}
+	return p, trees
 }
