@@ -567,7 +567,7 @@ func (s *session) sweepPage(ctx context.Context, a remote.Addr, level int, first
 		return page{}, err
 	}
 	held, valid := le.Uint64(w[:]), (page{&s.t.g, b}).valid()
-	free := held == 0 && valid
+	leave := held == 0 && valid // nothing to free, or (first walk) not yet
 	if first && held != 0 && valid {
 		watch := s.prewatch[word]
 		if watch == nil {
@@ -577,11 +577,11 @@ func (s *session) sweepPage(ctx context.Context, a remote.Addr, level int, first
 		if err != nil {
 			return page{}, err
 		}
-		if free = !dead; free {
+		if leave = !dead; leave {
 			s.prewatch[word] = watch // judged on the next walk, a lease from now
 		}
 	}
-	if !free {
+	if !leave {
 		if err := s.lockUnlock(ctx, a); err != nil {
 			return page{}, err
 		}

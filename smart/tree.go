@@ -141,7 +141,7 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	if opts.ReclaimInterval < 0 || (opts.ReclaimInterval > 0 && opts.ReclaimInterval < MinReclaimInterval) {
 		return nil, fmt.Errorf("smart: Open: %w: Options.ReclaimInterval %v below %v", remote.ErrBadRequest, opts.ReclaimInterval, MinReclaimInterval)
 	}
-	if n := len(regionPrefix) + len(opts.Name); n > remote.MaxNameBytes {
+	if len(regionPrefix)+len(opts.Name) > remote.MaxNameBytes {
 		return nil, fmt.Errorf("smart: Open: %w: Options.Name of %d bytes (at most %d)", remote.ErrBadRequest, len(opts.Name), remote.MaxNameBytes-len(regionPrefix))
 	}
 	if opts.Lease < 0 {
