@@ -324,20 +324,17 @@ func (l *tcpLink) abandon(call *tcpCall) bool {
 	}
 	l.pending[id] = abandoned
 	by := call.by
-	var check func(again bool)
-	check = func(again bool) {
+	time.AfterFunc(time.Until(by), func() {
+		if stalled(by) {
+			time.Sleep(stallGrace) // as replyAfterStall
+		}
 		l.pmu.Lock()
 		late := l.pending[id] == abandoned
 		l.pmu.Unlock()
-		switch {
-		case !late:
-		case again && stalled(by):
-			time.AfterFunc(stallGrace, func() { check(false) }) // as replyAfterStall
-		default:
+		if late {
 			l.fail(l.c.late())
 		}
-	}
-	time.AfterFunc(time.Until(by), func() { check(true) })
+	})
 	return true
 }
 
