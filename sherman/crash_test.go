@@ -12,7 +12,6 @@ import (
 
 	"github.com/dmindex/dmindex/index"
 	"github.com/dmindex/dmindex/internal/indextest"
-	"github.com/dmindex/dmindex/internal/memnodetest"
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/internal/testseed"
 	"github.com/dmindex/dmindex/remote"
@@ -922,42 +921,21 @@ func TestIdleCrashedSession(t *testing.T) {
 }
 
 // TestIdleCrashedDeadline: an operation that finds an idle session whose
-// client crashed while idle marks it dead under its own context: with the
-// registry's memory node stopped, a Get with a 300 ms deadline returns by
-// then (it waited for the transport's Timeout, marking under a context of
-// its own; TestDeadlineOnPausedNode failed so once in CI).
+// client crashed while idle marks it dead under its own context
+// (indextest.RunIdleCrashedDeadline; TestDeadlineOnPausedNode failed so
+// once in CI).
 func TestIdleCrashedDeadline(t *testing.T) {
-	const timeout, deadline = 3 * time.Second, 300 * time.Millisecond
-	nodes := memnodetest.Start(t, 2, memnodetest.Options{Bytes: 16 << 20})
-	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: memnodetest.Addrs(nodes),
-		Token: memnodetest.Token, Timeout: timeout}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	tr := openTree(t, p, crashOpts)
-	ctx := t.Context()
-	if err := tr.Put(ctx, ikey(1), ikey(1)); err != nil {
-		t.Fatal(err)
-	}
-	s, err := tr.session(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.release(s)
-	s.c.Crash(remote.Fault{})
-	if err := s.c.Read(ctx, tr.meta, make([]byte, 8)); !errors.Is(err, remote.ErrCrashed) {
-		t.Fatalf("a READ with a fault armed: %v, want ErrCrashed", err)
-	}
-	nodes[0].Pause()
-	defer nodes[0].Resume()
-	dctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
-	t0 := time.Now()
-	_, _, err = tr.Get(dctx, ikey(1))
-	if d := time.Since(t0); d > deadline+timeout/4 {
-		t.Errorf("Get with a deadline of %v, registry node stopped, a crashed idle session: %v after %v", deadline, err, d)
-	}
+	indextest.RunIdleCrashedDeadline(t,
+		func(cn *remote.ComputeNode) (index.Index, error) { return Open(cn, crashOpts) },
+		func(idx index.Index) *remote.Client {
+			tr := idx.(*Tree)
+			s, err := tr.session(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.release(s)
+			return s.c
+		})
 }
 
 // TestRecoverSilentLocks: the lock words of eight leaves hold a tag of a

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dmindex/dmindex/internal/memnodetest"
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/indextest"
 	"github.com/dmindex/dmindex/internal/registry"
 	"github.com/dmindex/dmindex/remote"
 )
@@ -1019,43 +1020,18 @@ func TestIdleCrashedSession(t *testing.T) {
 }
 
 // TestIdleCrashedDeadline: an operation that finds a free session whose
-// client crashed while idle marks it dead under its own context: with the
-// registry's memory node stopped, a Get with a 300 ms deadline returns by
-// then (it waited for the transport's Timeout, marking under a context of
-// its own).
+// client crashed while idle marks it dead under its own context
+// (indextest.RunIdleCrashedDeadline).
 func TestIdleCrashedDeadline(t *testing.T) {
-	const timeout, deadline = 3 * time.Second, 300 * time.Millisecond
-	nodes := memnodetest.Start(t, 2, memnodetest.Options{Bytes: 16 << 20})
-	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: memnodetest.Addrs(nodes),
-		Token: memnodetest.Token, Timeout: timeout}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	tr, err := Open(p.NewComputeNode(), Options{Lease: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	if err := tr.Put(ctx, []byte("k"), []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	s, err := tr.sessionFor(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.release(s)
-	s.c.Crash(remote.Fault{})
-	if err := s.c.Read(ctx, tr.rootSlot, make([]byte, 8)); !errors.Is(err, remote.ErrCrashed) {
-		t.Fatalf("a READ with a fault armed: %v, want ErrCrashed", err)
-	}
-	nodes[0].Pause()
-	defer nodes[0].Resume()
-	dctx, cancel := context.WithTimeout(ctx, deadline)
-	defer cancel()
-	t0 := time.Now()
-	_, _, err = tr.Get(dctx, []byte("k"))
-	if d := time.Since(t0); d > deadline+timeout/4 {
-		t.Errorf("Get with a deadline of %v, registry node stopped, a crashed idle session: %v after %v", deadline, err, d)
-	}
+	indextest.RunIdleCrashedDeadline(t,
+		func(cn *remote.ComputeNode) (index.Index, error) { return Open(cn, Options{Lease: time.Hour}) },
+		func(idx index.Index) *remote.Client {
+			tr := idx.(*Tree)
+			s, err := tr.session()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.release(s)
+			return s.c
+		})
 }

@@ -309,3 +309,45 @@ func runDeadlineOnPausedNode(t *testing.T, tg Target, tr pausedTransport) {
 		}
 	}
 }
+
+// RunIdleCrashedDeadline checks that an operation that finds an idle
+// session whose client crashed marks it dead under the operation's own
+// context: with the registry's memory node (node 0 of two memnode
+// processes) stopped, a Get with a 300 ms deadline returns by about then
+// (marking under a context of its own, it waited for the transport's
+// Timeout of 3 s). open opens the index on a compute node; idleClient
+// returns the client of one of the index's idle sessions, which the
+// check crashes.
+func RunIdleCrashedDeadline(t *testing.T, open func(*remote.ComputeNode) (index.Index, error), idleClient func(index.Index) *remote.Client) {
+	const timeout, deadline = 3 * time.Second, 300 * time.Millisecond
+	nodes := memnodetest.Start(t, 2, memnodetest.Options{Bytes: 16 << 20})
+	p := newPool(t, remote.Config{TCP: &remote.TCPConfig{MemoryNodes: memnodetest.Addrs(nodes),
+		Token: memnodetest.Token, Timeout: timeout}})
+	idx, err := open(p.NewComputeNode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Close()
+	ctx := t.Context()
+	if err := idx.Put(ctx, []byte("k"), []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	c := idleClient(idx)
+	a, err := c.Alloc(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Crash(remote.Fault{})
+	if err := c.Read(ctx, a, make([]byte, 8)); !errors.Is(err, remote.ErrCrashed) {
+		t.Fatalf("a READ with a fault armed: %v, want ErrCrashed", err)
+	}
+	nodes[0].Pause()
+	defer nodes[0].Resume()
+	dctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	t0 := time.Now()
+	_, _, err = idx.Get(dctx, []byte("k"))
+	if d := time.Since(t0); d > deadline+timeout/4 {
+		t.Errorf("Get with a deadline of %v, registry node stopped, a crashed idle session: %v after %v", deadline, err, d)
+	}
+}
