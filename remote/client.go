@@ -244,17 +244,20 @@ func (c *Client) carve(ctx context.Context, mn int, size, align uint64) (Addr, e
 		return a, nil
 	}
 	ch := &c.chunks[mn]
-	start := (ch.cur + align - 1) &^ (align - 1)
-	if ch.cur != 0 && start+size <= ch.end {
-		ch.cur = start + size
-		return MakeAddr(mn, start), nil
+	if ch.cur != 0 && ch.fits(size, align) {
+		return MakeAddr(mn, ch.bump(size, align)), nil
 	}
 	chunkBytes := uint64(c.pool.cfg.ChunkBytes)
 	req := rpcRequest{Kind: rpcAlloc, Size: size, Align: align}
 	if size+align <= chunkBytes/4 {
-		// A new chunk, or, if not a whole chunk is left, just this object
-		// from the node's tail. Large objects get their own RPC instead of
-		// wasting a chunk.
+		// Memory that a compute node which left handed on
+		// (ComputeNode.Reuse), else a new chunk, or, if not a whole chunk
+		// is left, just this object from the node's tail. Large objects
+		// get their own RPC instead of wasting a chunk.
+		if sp, ok := c.cn.takeSpare(mn, size, align); ok {
+			*ch = sp
+			return MakeAddr(mn, ch.bump(size, align)), nil
+		}
 		req = rpcRequest{Kind: rpcAlloc, Size: chunkBytes, Align: 64, OrSize: size, OrAlign: align}
 	}
 	r, err := c.rpc(ctx, mn, &req)
@@ -267,10 +270,21 @@ func (c *Client) carve(ctx context.Context, mn int, size, align uint64) (Addr, e
 		}
 		return MakeAddr(mn, r.Off), nil
 	}
-	ch.cur, ch.end = r.Off, r.Off+chunkBytes
-	start = (ch.cur + align - 1) &^ (align - 1)
+	*ch = chunk{cur: r.Off, end: r.Off + chunkBytes}
+	return MakeAddr(mn, ch.bump(size, align)), nil
+}
+
+// fits reports whether the chunk holds size more bytes aligned to align.
+func (ch *chunk) fits(size, align uint64) bool {
+	return (ch.cur+align-1)&^(align-1)+size <= ch.end
+}
+
+// bump carves size bytes aligned to align from the chunk, which fits them,
+// and returns their offset.
+func (ch *chunk) bump(size, align uint64) uint64 {
+	start := (ch.cur + align - 1) &^ (align - 1)
 	ch.cur = start + size
-	return MakeAddr(mn, start), nil
+	return start
 }
 
 // Named returns the address of the zeroed region of size bytes registered

@@ -15,6 +15,7 @@ type ComputeNode struct {
 	mu      sync.Mutex
 	clients []*Client
 	free    FreeList // see Client.Free
+	spare   []Extent // see Reuse
 	pending []Fault  // faults for the next clients to post (Crash)
 	armed   atomic.Bool
 	used    []atomic.Uint64 // per memory node: bytes handed out, as of the last allocation (Room)

@@ -1,8 +1,11 @@
 package remote
 
 import (
+	"cmp"
 	"fmt"
 	"iter"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -78,6 +81,24 @@ func (l *FreeList) Bytes() uint64 {
 		n += k.size * uint64(len(s))
 	}
 	return n
+}
+
+// Drain removes and returns every object in the list, by memory node and
+// size (an order that repeats: the simulator's runs must).
+func (l *FreeList) Drain() []Extent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := slices.SortedFunc(maps.Keys(l.m), func(a, b freeKey) int {
+		return cmp.Or(cmp.Compare(a.mn, b.mn), cmp.Compare(a.size, b.size))
+	})
+	var out []Extent
+	for _, k := range keys {
+		for _, a := range l.m[k] {
+			out = append(out, Extent{a, k.size})
+		}
+	}
+	clear(l.m)
+	return out
 }
 
 // All yields every object in the list with its size, under the list's

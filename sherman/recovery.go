@@ -454,6 +454,7 @@ func (t *Tree) leaveRegistry() {
 	if len(idle) > 0 {
 		idle[0].markBuried(ctx)
 	}
+	t.handOn(ctx, idle)
 	var c *remote.Client
 	for _, s := range idle {
 		_ = s.m.Close(ctx, s.c)

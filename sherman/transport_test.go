@@ -15,3 +15,15 @@ func TestIndexContractTransports(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartsTransports: pools that come and go, as processes do, hand
+// on the rest of their chunks over shm and tcp.
+func TestRestartsTransports(t *testing.T) {
+	for _, tr := range indextest.Transports {
+		t.Run(tr.Name, func(t *testing.T) {
+			tg := contractTarget("sherman-"+tr.Name, Options{KeySize: 32, ValueSize: 320})
+			tg.Config = tr.Config(t)
+			indextest.RunProcessRestarts(t, tg)
+		})
+	}
+}

@@ -56,6 +56,7 @@ const (
 	offMetaRoot  = 0
 	offMetaDescr = 8
 	offMetaLocks = 16
+	offMetaDepot = 24 // depot.go
 )
 
 // Open opens the tree opts.Name in cn's pool, creating it (an empty leaf as
@@ -128,6 +129,7 @@ func (s *session) open(ctx context.Context) error {
 		return err
 	}
 	t.meta = meta
+	s.adopt(ctx)
 	var word, locks [8]byte
 	ops := []remote.Op{
 		remote.CAS(meta.Add(offMetaDescr), 0, t.g.descriptor()),

@@ -30,15 +30,20 @@ import (
 //     insert after its split failed: Stats.UnlinkedSplits) may be skipped:
 //     it is still reached along the sibling chain, as B-link trees allow;
 //   - S5: leaf keys lie inside their fences and occur once per leaf;
-//   - S6: the global lock word of every page is free.
+//   - S6: the global lock word of every page is free;
+//   - S7: no page lies in memory that compute nodes which closed the tree
+//     handed on (its depot, internal/depot).
 func (t *Tree) Verify(ctx context.Context) error {
 	s, err := t.session(ctx)
 	if err != nil {
 		return err
 	}
 	defer t.release(s)
-	_, err = s.verify(ctx, false)
-	return err
+	info, err := s.verify(ctx, false)
+	if err != nil {
+		return err
+	}
+	return s.checkDepot(ctx, info.addrs)
 }
 
 // treeInfo summarizes a verified tree.
@@ -47,6 +52,7 @@ type treeInfo struct {
 	pages    []int // pages per level
 	keys     int
 	unlisted int // pages not yet referenced by their parent level
+	addrs    []remote.Addr
 }
 
 type childRef struct {
@@ -119,6 +125,7 @@ func (s *session) verifyLevel(ctx context.Context, level int, expect []childRef,
 			return nil, pageErr(err, "level %d page %v", level, a)
 		}
 		info.pages[level]++
+		info.addrs = append(info.addrs, a)
 		switch {
 		case j < len(expect) && expect[j].addr == a:
 			if !bytes.Equal(p.low(), expect[j].low) {

@@ -25,3 +25,9 @@ func TestChurn(t *testing.T) {
 		})
 	}
 }
+
+// TestRestarts: compute nodes that close the tree hand on the leaves they
+// retired and the rest of their chunks to the next one that opens it.
+func TestRestarts(t *testing.T) {
+	indextest.RunRestarts(t, target("smart-reclaim", smart.Options{Reclaim: true, ReclaimInterval: time.Millisecond}))
+}

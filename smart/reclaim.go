@@ -274,6 +274,7 @@ func (t *Tree) leaveRegistry() {
 	if len(free) > 0 && t.hasUnburied.Load() {
 		_ = free[0].markBuried()
 	}
+	t.handOn(ctx, free)
 	var c *remote.Client
 	for _, s := range free {
 		if s.m != nil { // nil: the session Open used, or a failed begin

@@ -16,3 +16,15 @@ func TestBatteryTransports(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartsTransports: pools that come and go, as processes do, hand
+// on what their compute node holds over shm and tcp.
+func TestRestartsTransports(t *testing.T) {
+	for _, tr := range indextest.Transports {
+		t.Run(tr.Name, func(t *testing.T) {
+			tg := target("smart-"+tr.Name, smart.Options{Reclaim: true})
+			tg.Config = tr.Config(t)
+			indextest.RunProcessRestarts(t, tg)
+		})
+	}
+}

@@ -176,12 +176,15 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	t.nodeBytes = p.Config().NodeBytes
 	t.maxLeaf = p.MaxAllocBytes()
 	t.placed = make([]atomic.Uint64, p.MemoryNodes())
+	// What closed compute nodes left, taken before this one allocates.
+	leaves := t.adopt(ctx, s.c)
 	if err := s.initRoot(ctx, region); err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
 	if err := t.joinRegistry(ctx, s.c); err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
+	t.settle(leaves)
 	return t, nil
 }
 

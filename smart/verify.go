@@ -22,8 +22,9 @@ import (
 // docs/smart-protocol.md it breaks ("I5: leaf …": a completing step of an
 // operation that returned is missing). It also checks that no object this
 // compute node holds freed (remote.ComputeNode.Freed) is linked or held
-// twice, and, with Options.Reclaim, that no leaf it holds for reuse is
-// linked (I8).
+// twice, with Options.Reclaim, that no leaf it holds for reuse is linked
+// (I8), and that the memory compute nodes that closed the tree handed on
+// (its depot, internal/depot) is neither linked nor held for reuse.
 func (t *Tree) Verify(ctx context.Context) error {
 	s, err := t.sessionFor(ctx)
 	if err != nil {
@@ -46,6 +47,9 @@ func (t *Tree) Verify(ctx context.Context) error {
 		return wrapRemote(err)
 	}
 	if err := t.checkLeaves(v.seen); err != nil {
+		return err
+	}
+	if err := t.checkDepot(ctx, s.c, v.seen); err != nil {
 		return err
 	}
 	return checkFreed(s.c.ComputeNode(), v.seen)

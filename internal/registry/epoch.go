@@ -9,11 +9,12 @@ import (
 	"github.com/dmindex/dmindex/remote"
 )
 
-// retired is an unlinked object waiting for every reader to be done.
-type retired struct {
-	addr remote.Addr
-	size int
-	tau  uint64 // freed once every live node published an epoch > tau
+// Retired is an unlinked object waiting for every reader to be done: it is
+// freed once every live node published an epoch greater than Tau.
+type Retired struct {
+	Addr remote.Addr
+	Size int
+	Tau  uint64
 }
 
 // observation is what Reclaim last saw of another node's block.
@@ -59,7 +60,29 @@ func (n *Node) raiseEpoch(e uint64) {
 func (m *Member) Retire(a remote.Addr, size int) {
 	n := m.n
 	n.mu.Lock()
-	n.limbo = append(n.limbo, retired{addr: a, size: size, tau: n.e.Load() + 1})
+	n.limbo = append(n.limbo, Retired{Addr: a, Size: size, Tau: n.e.Load() + 1})
+	n.mu.Unlock()
+}
+
+// Drain removes and returns the objects the node retired and has not freed
+// yet, in the order they were retired, for a node that leaves to hand on
+// to another (Adopt): its own limbo would be lost with it.
+func (n *Node) Drain() []Retired {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	rs := n.limbo
+	n.limbo = nil
+	return rs
+}
+
+// Adopt adds objects that another node of the pool's registry retired (its
+// Drain) to this node's: Reclaim frees them by their Tau like its own. An
+// object that was already free may come with any Tau below the global
+// epoch: its reuse must then wait for the epoch to pass Tau, so that a new
+// life's birth epoch is later than any reference to its old one.
+func (n *Node) Adopt(rs []Retired) {
+	n.mu.Lock()
+	n.limbo = append(n.limbo, rs...)
 	n.mu.Unlock()
 }
 
@@ -112,10 +135,10 @@ func (n *Node) Reclaim(ctx context.Context, c *remote.Client) (int, error) {
 	}
 	n.raiseEpoch(global)
 	n.mu.Lock()
-	var free []retired
+	var free []Retired
 	kept := n.limbo[:0]
 	for _, r := range n.limbo {
-		if r.tau < low {
+		if r.Tau < low {
 			free = append(free, r)
 		} else {
 			kept = append(kept, r)
@@ -129,7 +152,7 @@ func (n *Node) Reclaim(ctx context.Context, c *remote.Client) (int, error) {
 		release = c.Free
 	}
 	for i, r := range free {
-		if err := release(r.addr, r.size); err != nil {
+		if err := release(r.Addr, r.Size); err != nil {
 			n.mu.Lock()
 			n.limbo = append(n.limbo, free[i:]...)
 			n.mu.Unlock()

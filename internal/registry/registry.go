@@ -106,7 +106,7 @@ type Node struct {
 	blocks   []*block
 	members  []*Member // registered, for the published epoch
 	beats    uint64
-	limbo    []retired
+	limbo    []Retired
 	seen     map[int]observation // other blocks' heartbeats, for Reclaim
 }
 

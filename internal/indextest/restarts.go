@@ -1,0 +1,265 @@
+package indextest
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// RunRestarts checks that compute nodes which close an index hand on the
+// memory they hold in their process (internal/depot): the unused rest of
+// their chunks, and the objects they retired or freed and did not reuse.
+// It runs one random workload twice on a simulated pool of two 4 MiB
+// memory nodes (chunks of 64 KiB): once on a compute node that keeps the
+// index open, once on a new compute node for each of its 24 cycles, which
+// opens the index and closes it at the end of the cycle. In both runs a
+// resident compute node keeps the index open and takes a quarter of the
+// operations. A cycle runs 1,500 Puts (values of 8, 100 or 300 bytes, so
+// that objects change size), Deletes and Gets, each checked against the
+// oracle, over a key space that grows by 50 keys a cycle, so that the index
+// allocates in every cycle. The restarting run may have the memory nodes
+// hand out (Pool.MemoryUsed) at most two chunks more than the other, where
+// a compute node that leaves with what it holds loses up to a chunk per
+// memory node it allocated on, every cycle. In each run the index must then
+// hold the oracle's pairs, and Verify must pass on the resident, and on
+// the last compute node once the resident closed the index.
+func RunRestarts(t *testing.T, tg Target) {
+	checkTarget(t, tg)
+	seed := seedFor(t)
+	steady := runCycles(t, tg, seed, false)
+	restarting := runCycles(t, tg, seed, true)
+	t.Logf("bytes handed out: %d with one compute node, %d with a new one each cycle", steady, restarting)
+	if restarting > steady+2*restartChunk {
+		t.Errorf("compute nodes that close lose memory: %d bytes handed out with a new compute node each cycle, %d with one (%.1f KiB more a cycle)",
+			restarting, steady, float64(restarting-steady)/restartCycles/1024)
+	}
+}
+
+const (
+	restartCycles = 24
+	restartChunk  = 64 << 10
+)
+
+// runCycles runs RunRestarts' workload, with a new compute node for each
+// cycle if restart, and returns the bytes the memory nodes handed out.
+func runCycles(t *testing.T, tg Target, seed uint64, restart bool) uint64 {
+	const (
+		keys = 300
+		grow = 50
+		ops  = 1_500
+		name = "indextest/restarts"
+	)
+	// Three sizes: objects are reused by size, so that more sizes take
+	// more cycles to settle.
+	sizes := []int{8, 100, 300}
+	rng := newRand(seed)
+	p := newPool(t, remote.Config{MemoryNodes: 2, NodeBytes: 4 << 20, ChunkBytes: restartChunk, Sim: &remote.SimConfig{Seed: seed}})
+	ctx := t.Context()
+	resident := tg.open(t, p.NewComputeNode(), name)
+	o := newOracle()
+	key := func(i int) []byte { return tg.fitKey(fmt.Appendf(nil, "restart-%05d", i)) }
+	var idx index.Index
+	for cycle := range restartCycles {
+		if idx == nil {
+			idx = tg.open(t, p.NewComputeNode(), name)
+		}
+		for op := range ops {
+			on := idx
+			if rng.IntN(4) == 0 {
+				on = resident
+			}
+			k := key(rng.IntN(keys + grow*cycle))
+			switch r := rng.IntN(10); {
+			case r < 5:
+				v := bytes.Repeat([]byte{byte(op)}, tg.vlen(sizes[rng.IntN(len(sizes))]))
+				if err := on.Put(ctx, k, v); err != nil {
+					t.Fatalf("restart %v, cycle %d, op %d: Put(%q): %v", restart, cycle, op, k, err)
+				}
+				o.put(k, v)
+			case r < 8:
+				found, err := on.Delete(ctx, k)
+				if err != nil {
+					t.Fatalf("restart %v, cycle %d, op %d: Delete(%q): %v", restart, cycle, op, k, err)
+				}
+				if want := o.del(k); found != want {
+					t.Fatalf("restart %v, cycle %d, op %d: Delete(%q) found %v, the oracle %v", restart, cycle, op, k, found, want)
+				}
+			default:
+				v, ok, err := on.Get(ctx, k)
+				want, wok := o.get(k)
+				if err != nil || ok != wok || string(v) != want {
+					t.Fatalf("restart %v, cycle %d, op %d: Get(%q) = %d bytes, %v, %v; the oracle has %d bytes, %v",
+						restart, cycle, op, k, len(v), ok, err, len(want), wok)
+				}
+			}
+		}
+		if restart && cycle < restartCycles-1 {
+			if err := idx.Close(); err != nil {
+				t.Fatalf("cycle %d: Close: %v", cycle, err)
+			}
+			idx = nil
+		}
+	}
+	for i := range keys + grow*restartCycles {
+		k := key(i)
+		v, ok, err := idx.Get(ctx, k)
+		want, wok := o.get(k)
+		if err != nil || ok != wok || string(v) != want {
+			t.Errorf("restart %v, at the end: Get(%q) = %d bytes, %v, %v; the oracle has %d bytes, %v", restart, k, len(v), ok, err, len(want), wok)
+		}
+	}
+	tg.verify(t, ctx, resident, fmt.Sprintf("restart %v, on the resident compute node", restart))
+	// Closed, the resident hands on what it holds: Verify checks that
+	// none of it is in use.
+	if err := resident.Close(); err != nil {
+		t.Fatalf("restart %v: closing the resident compute node: %v", restart, err)
+	}
+	tg.verify(t, ctx, idx, fmt.Sprintf("restart %v, on the last compute node", restart))
+	u, err := p.MemoryUsed()
+	if err != nil {
+		t.Fatalf("MemoryUsed: %v", err)
+	}
+	var sum uint64
+	for _, b := range u {
+		sum += b
+	}
+	return sum
+}
+
+// RunProcessRestarts checks RunRestarts' hand-over across pools, the way
+// processes that come and go share memory nodes over a transport
+// (tg.Config: shm or tcp). It runs one workload of 10 cycles twice, on
+// indexes of their own: once in one pool that stays open, once opening a
+// new pool for each cycle, and the index on a compute node of it, and
+// closing both at the end of the cycle. A cycle runs 4 goroutines of
+// random Puts, Deletes and Gets on keys of their own (checked against an
+// oracle each), over key spaces that grow every cycle, so that the index
+// allocates in every cycle. The restarting run may have the memory nodes
+// hand out at most four chunks more than the other, where a pool that
+// leaves with what its compute node holds loses up to a chunk per client
+// and memory node, every cycle. Verify must pass at the end of each run.
+func RunProcessRestarts(t *testing.T, tg Target) {
+	checkTarget(t, tg)
+	if tg.Config == nil {
+		t.Fatal("indextest: RunProcessRestarts needs Target.Config")
+	}
+	cfg := *tg.Config
+	seed := seedFor(t)
+	monitor := newPool(t, cfg)
+	used := func() uint64 {
+		t.Helper()
+		u, err := monitor.MemoryUsed()
+		if err != nil {
+			t.Fatalf("MemoryUsed: %v", err)
+		}
+		var sum uint64
+		for _, b := range u {
+			sum += b
+		}
+		return sum
+	}
+	before := used()
+	runProcessCycles(t, tg, monitor, seed, false)
+	steady := used() - before
+	before = used()
+	runProcessCycles(t, tg, monitor, seed, true)
+	restarting := used() - before
+	chunk := uint64(cfg.ChunkBytes)
+	t.Logf("bytes handed out: %d with one pool, %d with a new pool each cycle", steady, restarting)
+	if restarting > steady+4*chunk {
+		t.Errorf("pools that close lose memory: %d bytes handed out with a new pool each cycle, %d with one", restarting, steady)
+	}
+}
+
+// runProcessCycles runs RunProcessRestarts' workload on an index of its
+// own, in a new pool for each cycle if restart, else in p.
+func runProcessCycles(t *testing.T, tg Target, p *remote.Pool, seed uint64, restart bool) {
+	const (
+		cycles  = 10
+		workers = 4
+		keys    = 50 // per worker, and as many more each cycle
+		ops     = 400
+	)
+	name := fmt.Sprintf("indextest/process-restarts-%v", restart)
+	cfg := *tg.Config
+	oracles := make([]map[string]string, workers)
+	for w := range oracles {
+		oracles[w] = map[string]string{}
+	}
+	key := func(w, i int) []byte { return tg.fitKey(fmt.Appendf(nil, "proc-%d-%05d", w, i)) }
+	ctx := t.Context()
+	var idx index.Index
+	for cycle := range cycles {
+		if restart {
+			var err error
+			if p, err = remote.NewPool(cfg); err != nil {
+				t.Fatalf("cycle %d: NewPool: %v", cycle, err)
+			}
+		}
+		if idx == nil {
+			var err error
+			if idx, err = tg.Open(p.NewComputeNode(), name); err != nil {
+				t.Fatalf("cycle %d: Open: %v", cycle, err)
+			}
+		}
+		errs := make(chan error, workers)
+		for w := range workers {
+			go func() {
+				rng := newRand(seed + uint64(cycle*workers+w))
+				o := oracles[w]
+				for op := range ops {
+					k := key(w, rng.IntN(keys*(cycle+1)))
+					switch r := rng.IntN(10); {
+					case r < 5:
+						v := bytes.Repeat([]byte{byte(op)}, tg.vlen([]int{8, 100, 300}[rng.IntN(3)]))
+						if err := idx.Put(ctx, k, v); err != nil {
+							errs <- fmt.Errorf("cycle %d: Put(%q): %w", cycle, k, err)
+							return
+						}
+						o[string(k)] = string(v)
+					case r < 8:
+						found, err := idx.Delete(ctx, k)
+						_, want := o[string(k)]
+						if err != nil || found != want {
+							errs <- fmt.Errorf("cycle %d: Delete(%q) = %v, %v; the oracle has it: %v", cycle, k, found, err, want)
+							return
+						}
+						delete(o, string(k))
+					default:
+						v, ok, err := idx.Get(ctx, k)
+						want, wok := o[string(k)]
+						if err != nil || ok != wok || string(v) != want {
+							errs <- fmt.Errorf("cycle %d: Get(%q) = %d bytes, %v, %v; the oracle has %d bytes, %v", cycle, k, len(v), ok, err, len(want), wok)
+							return
+						}
+					}
+				}
+				errs <- nil
+			}()
+		}
+		var failed error
+		for range workers {
+			if err := <-errs; err != nil && failed == nil {
+				failed = err
+			}
+		}
+		if failed == nil && cycle == cycles-1 {
+			tg.verify(t, ctx, idx, fmt.Sprintf("restart %v, after the last cycle", restart))
+		}
+		if restart || cycle == cycles-1 {
+			if err := idx.Close(); err != nil && failed == nil {
+				failed = fmt.Errorf("cycle %d: Close: %w", cycle, err)
+			}
+			idx = nil
+		}
+		if restart {
+			p.Close()
+		}
+		if failed != nil {
+			t.Fatalf("restart %v: %v", restart, failed)
+		}
+	}
+}

@@ -1,0 +1,61 @@
+package sherman
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/dmindex/dmindex/index"
+	"github.com/dmindex/dmindex/internal/depot"
+	"github.com/dmindex/dmindex/remote"
+)
+
+// TestVerifyDepotInUse: Verify fails (S7) when the tree's depot hands on
+// memory where a page lies, and passes with what a compute node that
+// closed the tree left there.
+func TestVerifyDepotInUse(t *testing.T) {
+	ctx := t.Context()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	opts := Options{KeySize: 16, ValueSize: 16}
+	gone, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Put(ctx, []byte("key"), []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Verify(ctx); err != nil {
+		t.Fatalf("Verify with what a closed compute node handed on: %v", err)
+	}
+	s, err := tr.session(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.verify(ctx, false)
+	tr.release(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := info.addrs[0]
+	head := tr.meta.Add(offMetaDepot)
+	// Smaller than a record, which Push would carve out of it.
+	if err := depot.Push(ctx, tr.cn.NewClient(), head, []depot.Entry{{Kind: depot.Unused, Addr: page - 8, Size: 16}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Verify(ctx); !errors.Is(err, index.ErrCorrupt) {
+		t.Errorf("a page inside an unused extent: Verify = %v, want ErrCorrupt", err)
+	} else {
+		t.Log(err)
+	}
+}
