@@ -59,9 +59,6 @@ const (
 	// maxCapacity bounds a record to 48 KB.
 	maxCapacity = 2048
 	sizeMask    = 1<<56 - 1
-	// maxRecords bounds the records one Take reads: a stack longer than
-	// that has a cycle.
-	maxRecords = 1 << 20
 	// maxPushes bounds the CASes of one Push: each failure means another
 	// node's Push or Take succeeded.
 	maxPushes = 1 << 16
@@ -118,23 +115,31 @@ func decodeEntries(es []Entry, b []byte, n int) ([]Entry, error) {
 		w := b[entryBytes*i:]
 		e := Entry{Addr: remote.Addr(le.Uint64(w)), Size: le.Uint64(w[8:]) & sizeMask,
 			Kind: Kind(le.Uint64(w[8:]) >> 56), Tau: le.Uint64(w[16:])}
-		if (e.Kind < Unused || e.Kind > Free) || e.Addr.IsNil() || e.Size == 0 {
-			return es, fmt.Errorf("%w: entry %d: kind %v, %d bytes at %v", ErrCorrupt, i, e.Kind, e.Size, e.Addr)
+		if !e.valid() {
+			return es[:len(es)-i], fmt.Errorf("%w: entry %d: kind %v, %d bytes at %v", ErrCorrupt, i, e.Kind, e.Size, e.Addr)
 		}
 		es = append(es, e)
 	}
 	return es, nil
 }
 
+// valid reports whether e can be pushed: a known kind, a size that fits in
+// 56 bits, on a memory node's main region.
+func (e Entry) valid() bool {
+	return e.Kind >= Unused && e.Kind <= Free && e.Size != 0 && e.Size <= sizeMask && !e.Addr.IsNil() && !e.Addr.IsOnChip()
+}
+
 // Push publishes es on the depot whose head word is at head, with c. Its
 // records are allocated with c; nothing is published if an allocation or
-// a WRITE fails. Entries whose size does not fit in 56 bits are refused.
+// a WRITE fails. Entries of no known kind, of size 0 or beyond 56 bits, at
+// the nil address or on an on-chip region are refused with
+// remote.ErrBadRequest.
 func Push(ctx context.Context, c *remote.Client, head remote.Addr, es []Entry) error {
 	if len(es) == 0 {
 		return nil
 	}
 	for _, e := range es {
-		if e.Size == 0 || e.Size > sizeMask || (e.Kind < Unused || e.Kind > Free) {
+		if !e.valid() {
 			return fmt.Errorf("depot: %w: entry of kind %v, %d bytes at %v", remote.ErrBadRequest, e.Kind, e.Size, e.Addr)
 		}
 	}
@@ -256,11 +261,12 @@ func readRecords(ctx context.Context, c *remote.Client, first remote.Addr) ([]En
 	var recs []remote.Extent
 	var hdr [headerBytes]byte
 	var body []byte
-	rec := first
-	for range maxRecords {
-		if rec.IsNil() {
-			return es, recs, nil
+	seen := make(map[remote.Addr]bool)
+	for rec := first; !rec.IsNil(); {
+		if seen[rec] {
+			return es, recs, fmt.Errorf("depot: %w: record at %v is linked twice (a cycle)", ErrCorrupt, rec)
 		}
+		seen[rec] = true
 		if err := c.Read(ctx, rec, hdr[:]); err != nil {
 			return es, recs, fmt.Errorf("depot: record at %v: %w", rec, err)
 		}
@@ -280,7 +286,7 @@ func readRecords(ctx context.Context, c *remote.Client, first remote.Addr) ([]En
 		recs = append(recs, remote.Extent{Addr: rec, Size: uint64(recordBytes(capacity))})
 		rec = next
 	}
-	return es, recs, fmt.Errorf("depot: %w: more than %d records (a cycle)", ErrCorrupt, maxRecords)
+	return es, recs, nil
 }
 
 // Leftovers appends to es an Unused entry for each extent of the
