@@ -131,7 +131,8 @@ func runCycles(t *testing.T, tg Target, seed uint64, restart bool) uint64 {
 
 // RunProcessRestarts checks RunRestarts' hand-over across pools, the way
 // processes that come and go share memory nodes over a transport
-// (tg.Config: shm or tcp). It runs one workload of 10 cycles twice, on
+// (tg.Config: shm or tcp). It runs one workload of 10 cycles (6 with
+// -short) twice, on
 // indexes of their own: once in one pool that stays open, once opening a
 // new pool for each cycle, and the index on a compute node of it, and
 // closing both at the end of the cycle. A cycle runs 4 goroutines of
@@ -178,11 +179,13 @@ func RunProcessRestarts(t *testing.T, tg Target) {
 // own, in a new pool for each cycle if restart, else in p.
 func runProcessCycles(t *testing.T, tg Target, p *remote.Pool, seed uint64, restart bool) {
 	const (
-		cycles  = 10
 		workers = 4
 		keys    = 50 // per worker, and as many more each cycle
-		ops     = 400
 	)
+	cycles, ops := 10, 400
+	if testing.Short() {
+		cycles, ops = 6, 200
+	}
 	name := fmt.Sprintf("indextest/process-restarts-%v", restart)
 	cfg := *tg.Config
 	oracles := make([]map[string]string, workers)
