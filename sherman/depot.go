@@ -3,6 +3,7 @@ package sherman
 import (
 	"context"
 	"errors"
+	"slices"
 
 	"github.com/dmindex/dmindex/internal/depot"
 	"github.com/dmindex/dmindex/remote"
@@ -24,7 +25,8 @@ func (t *Tree) handOn(ctx context.Context, idle []*session) {
 		cs[i] = s.c
 	}
 	if c := depot.Poster(cs); c != nil {
-		_ = depot.Push(ctx, c, t.meta.Add(offMetaDepot), depot.Leftovers(nil, t.cn, cs...))
+		others := slices.DeleteFunc(cs, func(o *remote.Client) bool { return o == c })
+		_ = depot.HandOn(ctx, c, t.meta.Add(offMetaDepot), depot.Leftovers(nil, t.cn, others...))
 	}
 }
 
@@ -34,6 +36,14 @@ func (t *Tree) handOn(ctx context.Context, idle []*session) {
 func (s *session) adopt(ctx context.Context) {
 	es, _ := depot.Take(ctx, s.c, s.t.meta.Add(offMetaDepot))
 	depot.Reuse(s.t.cn, es) // nothing but Unused memory is ever pushed
+}
+
+// giveBack returns to the tree's depot, for an Open that failed, the
+// memory adopt gave the compute node and the rest of s's chunks.
+func (s *session) giveBack(ctx context.Context) {
+	if !s.t.meta.IsNil() {
+		_ = depot.HandOn(ctx, s.c, s.t.meta.Add(offMetaDepot), depot.Leftovers(nil, s.t.cn))
+	}
 }
 
 // checkDepot returns an error wrapping ErrCorrupt if the tree's depot does

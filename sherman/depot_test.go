@@ -59,3 +59,52 @@ func TestVerifyDepotInUse(t *testing.T) {
 		t.Log(err)
 	}
 }
+
+// TestOpenMismatchKeepsDepot: an Open that fails (another geometry:
+// ErrOptionsMismatch) leaves what closed compute nodes handed on in the
+// tree's depot for the next Open; it took it before.
+func TestOpenMismatchKeepsDepot(t *testing.T) {
+	ctx := t.Context()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	opts := Options{KeySize: 16, ValueSize: 16}
+	gone, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Put(ctx, []byte("key"), []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := p.NewComputeNode().NewClient()
+	head := gone.meta.Add(offMetaDepot)
+	read := func() uint64 {
+		var w [8]byte
+		if err := c.Read(ctx, head, w[:]); err != nil {
+			t.Fatal(err)
+		}
+		return le.Uint64(w[:])
+	}
+	if read() == 0 {
+		t.Fatal("the closed compute node handed nothing on")
+	}
+	if _, err := Open(p.NewComputeNode(), Options{KeySize: 16, ValueSize: 32}); !errors.Is(err, ErrOptionsMismatch) {
+		t.Fatalf("Open with another geometry: %v, want ErrOptionsMismatch", err)
+	}
+	if read() == 0 {
+		t.Fatal("an Open that failed emptied the depot")
+	}
+	tr, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if read() != 0 || tr.cn.SpareBytes() == 0 {
+		t.Fatalf("the next Open took nothing: head %#x, %d spare bytes", read(), tr.cn.SpareBytes())
+	}
+}

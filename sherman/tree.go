@@ -109,11 +109,12 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	}
 	// The redo slots come after the lock table: settling what a previous
 	// incarnation of the client slot left takes locks.
-	if err := s.open(ctx); err != nil {
-		t.discard(ctx, s)
-		return nil, err
+	err = s.open(ctx)
+	if err == nil {
+		err = s.initRedo(ctx)
 	}
-	if err := s.initRedo(ctx); err != nil {
+	if err != nil {
+		s.giveBack(ctx)
 		t.discard(ctx, s)
 		return nil, err
 	}
@@ -129,7 +130,6 @@ func (s *session) open(ctx context.Context) error {
 		return err
 	}
 	t.meta = meta
-	s.adopt(ctx)
 	var word, locks [8]byte
 	ops := []remote.Op{
 		remote.CAS(meta.Add(offMetaDescr), 0, t.g.descriptor()),
@@ -146,6 +146,9 @@ func (s *session) open(ctx context.Context) error {
 	if err := s.openLocks(ctx, le.Uint64(locks[:])); err != nil {
 		return err
 	}
+	// What closed compute nodes left, taken before this one allocates
+	// (and given back if Open fails).
+	s.adopt(ctx)
 	root := remote.Addr(le.Uint64(word[:]))
 	if root == 0 {
 		// Create an empty leaf and race to install it; a loser's page stays
@@ -388,10 +391,11 @@ func (t *Tree) usable() error {
 	return nil
 }
 
-// closedError makes an error of a closed pool also satisfy
+// closedError makes an error of a closed pool, or of a registry node closed
+// by a Close that raced the operation, also satisfy
 // errors.Is(err, index.ErrClosed), as SMART's do.
 func closedError(err error) error {
-	if errors.Is(err, remote.ErrClosed) && !errors.Is(err, index.ErrClosed) {
+	if (errors.Is(err, remote.ErrClosed) || errors.Is(err, registry.ErrClosed)) && !errors.Is(err, index.ErrClosed) {
 		return fmt.Errorf("%w: %w", index.ErrClosed, err)
 	}
 	return err

@@ -35,7 +35,7 @@ func (t *Tree) handOn(ctx context.Context, idle []*session) {
 	if c == nil {
 		return
 	}
-	es := depot.Leftovers(nil, t.cn, cs...)
+	es := depot.Leftovers(nil, t.cn, slices.DeleteFunc(cs, func(o *remote.Client) bool { return o == c })...)
 	if t.opts.Reclaim {
 		// A last Reclaim moves the epoch on, which a node that lives for
 		// less than a ReclaimInterval would otherwise never do, and frees
@@ -49,7 +49,7 @@ func (t *Tree) handOn(ctx context.Context, idle []*session) {
 			es = append(es, depot.Entry{Kind: depot.Free, Addr: x.Addr, Size: x.Size, Tau: tau})
 		}
 	}
-	_ = depot.Push(ctx, c, t.rootSlot.Add(depotOff), es)
+	_ = depot.HandOn(ctx, c, t.rootSlot.Add(depotOff), es)
 }
 
 // adopt takes what compute nodes that closed the tree left in its depot,
@@ -59,6 +59,13 @@ func (t *Tree) handOn(ctx context.Context, idle []*session) {
 func (t *Tree) adopt(ctx context.Context, c *remote.Client) []depot.Entry {
 	es, _ := depot.Take(ctx, c, t.rootSlot.Add(depotOff))
 	return depot.Reuse(t.cn, es)
+}
+
+// giveBack returns to the tree's depot what adopt took, for an Open that
+// failed after it: the leaves it returned, and the unused memory it gave
+// the compute node, with the rest of c's chunks.
+func (t *Tree) giveBack(ctx context.Context, c *remote.Client, leaves []depot.Entry) {
+	_ = depot.HandOn(ctx, c, t.rootSlot.Add(depotOff), depot.Leftovers(leaves, t.cn))
 }
 
 // settle hands the leaves adopt returned to reclamation, once the node

@@ -1,7 +1,9 @@
 package smart
 
 import (
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/dmindex/dmindex/internal/depot"
@@ -79,5 +81,57 @@ func TestVerifyDepotInUse(t *testing.T) {
 		if _, err := depot.Take(ctx, c, tr.rootSlot.Add(depotOff)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestOpenMismatchKeepsDepot: an Open that fails (another protocol
+// variant: ErrOptionsMismatch) leaves what closed compute nodes handed on
+// in the tree's depot for the next Open; it took it before (a new-user
+// pass: about 427 KiB lost per failed Open).
+func TestOpenMismatchKeepsDepot(t *testing.T) {
+	ctx := t.Context()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	opts := Options{Name: "depot", Reclaim: true}
+	gone, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if err := gone.Put(ctx, fmt.Appendf(nil, "key-%d", i), []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := p.NewComputeNode().NewClient()
+	head := gone.rootSlot.Add(depotOff)
+	read := func() uint64 {
+		var w [8]byte
+		if err := c.Read(ctx, head, w[:]); err != nil {
+			t.Fatal(err)
+		}
+		return binary.LittleEndian.Uint64(w[:])
+	}
+	if read() == 0 {
+		t.Fatal("the closed compute node handed nothing on")
+	}
+	if _, err := Open(p.NewComputeNode(), Options{Name: "depot", LockedInternal: true}); !errors.Is(err, ErrOptionsMismatch) {
+		t.Fatalf("Open with another variant: %v, want ErrOptionsMismatch", err)
+	}
+	if read() == 0 {
+		t.Fatal("an Open that failed emptied the depot")
+	}
+	tr, err := Open(p.NewComputeNode(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if read() != 0 || tr.cn.SpareBytes() == 0 {
+		t.Fatalf("the next Open took nothing: head %#x, %d spare bytes", read(), tr.cn.SpareBytes())
 	}
 }

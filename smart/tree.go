@@ -176,12 +176,18 @@ func Open(cn *remote.ComputeNode, opts Options) (*Tree, error) {
 	t.nodeBytes = p.Config().NodeBytes
 	t.maxLeaf = p.MaxAllocBytes()
 	t.placed = make([]atomic.Uint64, p.MemoryNodes())
-	// What closed compute nodes left, taken before this one allocates.
-	leaves := t.adopt(ctx, s.c)
-	if err := s.initRoot(ctx, region); err != nil {
+	if err := s.checkFormat(ctx, region); err != nil {
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
-	if err := t.joinRegistry(ctx, s.c); err != nil {
+	// What closed compute nodes left, taken before this one allocates,
+	// and given back if it fails.
+	leaves := t.adopt(ctx, s.c)
+	err = s.initRoot(ctx, region)
+	if err == nil {
+		err = t.joinRegistry(ctx, s.c)
+	}
+	if err != nil {
+		t.giveBack(ctx, s.c, leaves)
 		return nil, fmt.Errorf("smart: open %q: %w", opts.Name, err)
 	}
 	t.settle(leaves)
@@ -208,25 +214,29 @@ var oldFormats = map[uint64]string{
 	formatMagicV4: "SMARTv4, no NODE_2",
 }
 
+// checkFormat sets the tree's format word if the tree is new, and fails
+// with ErrOptionsMismatch or ErrCorrupt if it holds another.
+func (s *session) checkFormat(ctx context.Context, region remote.Addr) error {
+	want := formatWord(s.t.opts)
+	old, err := s.c.CAS(ctx, region.Add(8), 0, want)
+	switch {
+	case err != nil:
+		return err
+	case old == 0 || old == want:
+		return nil
+	case oldFormats[old&formatMagicMask] != "":
+		return fmt.Errorf("%w: the tree was created by an earlier version of this package (format %s), which this one cannot read", ErrCorrupt, oldFormats[old&formatMagicMask])
+	case old&formatMagicMask != formatMagic:
+		return fmt.Errorf("%w: region holds another structure (magic %#x)", ErrCorrupt, old)
+	}
+	return fmt.Errorf("%w: the tree uses %s, these options %s", ErrOptionsMismatch, variantName(old), variantName(want))
+}
+
 // initRoot creates the root node if the tree is new. The root is an
 // internal node at depth 0 with no prefix whose address never changes (by
 // size class it is created as a NODE_256, which never moves); its slot in
 // the named region carries its type.
 func (s *session) initRoot(ctx context.Context, region remote.Addr) error {
-	magic := region.Add(8)
-	want := formatWord(s.t.opts)
-	old, err := s.c.CAS(ctx, magic, 0, want)
-	switch {
-	case err != nil:
-		return err
-	case old == 0 || old == want:
-	case oldFormats[old&formatMagicMask] != "":
-		return fmt.Errorf("%w: the tree was created by an earlier version of this package (format %s), which this one cannot read", ErrCorrupt, oldFormats[old&formatMagicMask])
-	case old&formatMagicMask != formatMagic:
-		return fmt.Errorf("%w: region holds another structure (magic %#x)", ErrCorrupt, old)
-	default:
-		return fmt.Errorf("%w: the tree uses %s, these options %s", ErrOptionsMismatch, variantName(old), variantName(want))
-	}
 	w, err := s.readWord(ctx, region)
 	if err != nil || w != 0 {
 		return err
@@ -331,9 +341,10 @@ func checkKey(key []byte) error {
 	return nil
 }
 
-// wrapRemote turns the pool's closed error into the index's.
+// wrapRemote turns the pool's closed error, and that of a registry node
+// closed by a Close that raced the operation, into the index's.
 func wrapRemote(err error) error {
-	if errors.Is(err, remote.ErrClosed) && !errors.Is(err, ErrClosed) {
+	if (errors.Is(err, remote.ErrClosed) || errors.Is(err, registry.ErrClosed)) && !errors.Is(err, ErrClosed) {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return err

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/dmindex/dmindex/remote"
@@ -130,8 +131,9 @@ func (e Entry) valid() bool {
 }
 
 // Push publishes es on the depot whose head word is at head, with c. Its
-// records are allocated with c; nothing is published if an allocation or
-// a WRITE fails. Entries of no known kind, of size 0 or beyond 56 bits, at
+// records are carved out of the Unused entries when one has room, else
+// allocated with c. Nothing is published if an allocation or a WRITE
+// fails. Entries of no known kind, of size 0 or beyond 56 bits, at
 // the nil address or on an on-chip region are refused with
 // remote.ErrBadRequest.
 func Push(ctx context.Context, c *remote.Client, head remote.Addr, es []Entry) error {
@@ -151,8 +153,7 @@ func Push(ctx context.Context, c *remote.Client, head remote.Addr, es []Entry) e
 		img  []byte
 	}
 	// Records are carved out of the Unused memory handed on when it has
-	// room (a node that leaves has given its chunks' rest away), else
-	// allocated.
+	// room, else allocated.
 	es = slices.Clone(es)
 	var recs []record
 	for rest := len(es); rest > 0; {
@@ -208,6 +209,24 @@ func Push(ctx context.Context, c *remote.Client, head remote.Addr, es []Entry) e
 		}
 	}
 	return fmt.Errorf("depot: %w: the head moved %d times", remote.ErrBadRequest, maxPushes)
+}
+
+// HandOn publishes es and then the rest of c's chunks (c.Leftovers) on
+// the depot whose head word is at head, with c, for a compute node that
+// leaves: the records of es come out of its Unused memory or c's chunks,
+// those of c's rest out of that rest. A rest too small to hold a record
+// (less than a few hundred bytes per memory node) is dropped rather than
+// costing a new chunk.
+func HandOn(ctx context.Context, c *remote.Client, head remote.Addr, es []Entry) error {
+	if err := Push(ctx, c, head, es); err != nil {
+		return err
+	}
+	rest := Leftovers(nil, nil, c)
+	need := uint64(recordBytes(capacityFor(len(rest), math.MaxInt64)))
+	if !slices.ContainsFunc(rest, func(e Entry) bool { return e.Size >= need }) {
+		return nil
+	}
+	return Push(ctx, c, head, rest)
 }
 
 // carve takes n bytes from the start of an Unused entry of es that holds
@@ -292,7 +311,7 @@ func readRecords(ctx context.Context, c *remote.Client, first remote.Addr) ([]En
 // Leftovers appends to es an Unused entry for each extent of the
 // Leftovers of the clients cs (remote.Client.Leftovers), which must be
 // idle, and for each of cn's Spares: what a compute node leaving a
-// structure would lose of the memory it was given.
+// structure would lose of the memory it was given (cn may be nil: none).
 func Leftovers(es []Entry, cn *remote.ComputeNode, cs ...*remote.Client) []Entry {
 	add := func(xs []remote.Extent) {
 		for _, x := range xs {
@@ -302,7 +321,9 @@ func Leftovers(es []Entry, cn *remote.ComputeNode, cs ...*remote.Client) []Entry
 	for _, c := range cs {
 		add(c.Leftovers())
 	}
-	add(cn.Spares())
+	if cn != nil {
+		add(cn.Spares())
+	}
 	return es
 }
 

@@ -940,3 +940,57 @@ func TestLeftoversReuse(t *testing.T) {
 		t.Errorf("SpareBytes after Reuse = %d, want %d", got, want)
 	}
 }
+
+// TestHandOnKeepsNothing checks that HandOn hands on every byte of the
+// chunks its client held or fetched for records: a compute node that
+// gave its Unused memory away before pushing 3,000 entries needs 72 KB of
+// records, more than the rest of its chunk, and the chunk its allocations
+// fetch must not be lost with it (Push alone keeps its rest in the client,
+// which is closing: 57 KB of 131 KB).
+func TestHandOnKeepsNothing(t *testing.T) {
+	ctx := t.Context()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20, ChunkBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, head := newHead(t, p, "depot-test")
+	if _, err := c.Alloc(ctx, 8); err != nil { // the client's chunk, 8 bytes used
+		t.Fatal(err)
+	}
+	used := func() uint64 {
+		u, err := p.MemoryUsed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u[0]
+	}
+	before := used()
+	var es []Entry
+	for i := range 3000 {
+		es = append(es, Entry{Kind: Retired, Addr: remote.MakeAddr(0, uint64(1<<20+64*i)), Size: 64, Tau: 1})
+	}
+	if err := HandOn(ctx, c, head, es); err != nil {
+		t.Fatal(err)
+	}
+	if rest := c.Leftovers(); len(rest) != 0 {
+		t.Errorf("the client still holds %v after HandOn", rest)
+	}
+	got, err := Take(ctx, c, head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unused uint64
+	for _, e := range got {
+		if e.Kind == Unused {
+			unused += e.Size
+		}
+	}
+	held := 64<<10 - 8 + used() - before // the chunk's rest, and what HandOn fetched
+	t.Logf("held %d bytes, handed on %d (records included)", held, unused)
+	// A chunk's rest too small for the next record stays behind when a
+	// client moves to a new chunk (remote.Client.Alloc): up to a record.
+	if unused+16<<10 < held {
+		t.Errorf("%d bytes held or fetched, %d handed on: %d lost", held, unused, held-unused)
+	}
+}

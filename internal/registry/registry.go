@@ -271,9 +271,9 @@ func (n *Node) Close(ctx context.Context, c *remote.Client) error {
 		n.mu.Unlock()
 		return nil
 	}
-	if len(n.members) > 0 {
+	if m := len(n.members); m > 0 {
 		n.mu.Unlock()
-		return fmt.Errorf("registry: Close with %d members registered", len(n.members))
+		return fmt.Errorf("registry: Close with %d members registered", m)
 	}
 	n.closed = true
 	blocks := n.blocks
