@@ -91,9 +91,16 @@ func (c *Client) Do(ctx context.Context, ops []Op) error { return c.run(ctx, ops
 // instant, after any wait for its turn to run (a goroutine not started by
 // Pool.Go queues for it while virtual time moves on); local and shm check
 // once the batch holds the memory it changes, so that it then lands whole
-// before any later batch that changes the same memory in the process; tcp
-// and fabric check right before they hand the batch to the network, which
-// leaves only the time the verbs take to leave the machine.
+// before any later batch that changes the same memory in the process;
+// fabric checks right before it hands the batch to the network, which
+// leaves the time the verbs take to leave the machine; tcp checks there
+// too, and each memory node checks again, on its own clock, when its part
+// arrives (the deadline converted at the connection's handshake, early
+// by up to its round trip), so that a batch held up on the way, by a
+// stopped process or the network, does not run late. If some memory nodes
+// of a batch ran their part and another refused its part as late, the
+// outcome is neither: DoBy fails with ErrUnavailable, and the client
+// crashes (Crashed).
 func (c *Client) DoBy(ctx context.Context, ops []Op, by time.Duration) error {
 	return c.runBy(ctx, ops, by, true)
 }

@@ -78,6 +78,8 @@ type Server struct {
 	fabricDesc  string
 	closeFabric func()
 
+	start time.Time // the server's clock is the time since (clock)
+
 	mu     sync.Mutex
 	lis    map[net.Listener]struct{}
 	conns  map[net.Conn]struct{}
@@ -113,7 +115,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		pc.defaultGeometry()
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, lis: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{},
-		unmap: func() {}, closeFabric: func() {}}
+		unmap: func() {}, closeFabric: func() {}, start: time.Now()}
 	if cfg.File != "" {
 		m, unmap, err := openNodeFile(cfg.File, pc)
 		if err != nil {
@@ -235,7 +237,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	}
 	nc.SetReadDeadline(time.Time{})
 	s.log.Info("memnode: connection", "peer", peer)
-	s.reply(bw, frameHeader{typ: frameWelcome, id: h.id}, appendStatus(nil, nil))
+	s.reply(bw, frameHeader{typ: frameWelcome, id: h.id}, binary.LittleEndian.AppendUint64(appendStatus(nil, nil), s.clock()))
 	if err := bw.Flush(); err != nil {
 		return
 	}
@@ -269,10 +271,21 @@ func (s *Server) serveFrames(br *bufio.Reader, bw *bufio.Writer) error {
 		}
 		out = out[:0]
 		switch h.typ {
-		case frameBatch:
-			err := dec.decode(payload, s.node.geom)
+		case frameBatch, frameBatchBy:
+			var by uint64
+			batch := payload
+			if h.typ == frameBatchBy {
+				if len(payload) < 8 || h.flags&flagSignaled == 0 {
+					return fmt.Errorf("%w: batch-by frame of %d bytes, flags %#x", errBadFrame, len(payload), h.flags)
+				}
+				by, batch = binary.LittleEndian.Uint64(payload), payload[8:]
+			}
+			err := dec.decode(batch, s.node.geom)
 			if errors.Is(err, errBadFrame) {
 				return err
+			}
+			if now := s.clock(); err == nil && h.typ == frameBatchBy && now > by {
+				err = fmt.Errorf("%w: the batch reached the memory node %v after its deadline", ErrLate, time.Duration(now-by))
 			}
 			if err == nil {
 				for i := range dec.ops {
@@ -321,6 +334,11 @@ func (s *Server) serveFrames(br *bufio.Reader, bw *bufio.Writer) error {
 		}
 	}
 }
+
+// clock is the server's clock: nanoseconds since it started, which the
+// welcome tells each client, so that a batch-by frame can carry its
+// deadline in it.
+func (s *Server) clock() uint64 { return uint64(time.Since(s.start)) }
 
 // reply writes one frame into bw.
 func (s *Server) reply(bw *bufio.Writer, h frameHeader, payload []byte) {

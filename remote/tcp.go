@@ -221,6 +221,10 @@ func (t *tcpTransport) conn(c *Client, mn int) *tcpConn {
 func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled bool) error {
 	nc := c.net
 	by := t.deadline()
+	var leaveBy time.Time // DoBy's deadline, which the memory nodes check too
+	if signaled && c.by != 0 {
+		leaveBy = t.start.Add(c.by)
+	}
 	first := ops[0].Addr.MN()
 	single := true
 	for i := range ops {
@@ -231,7 +235,7 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 	}
 	if single {
 		call := nc.calls[first]
-		call.ops, call.idx = ops, nil
+		call.ops, call.idx, call.leaveBy = ops, nil, leaveBy
 		if err := t.send(ctx, by, c, first, call, signaled); err != nil {
 			return err
 		}
@@ -254,7 +258,7 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 			continue
 		}
 		call := nc.calls[mn]
-		call.ops, call.idx = ops, idx
+		call.ops, call.idx, call.leaveBy = ops, idx, leaveBy
 		if err = t.send(ctx, by, c, mn, call, signaled); err != nil {
 			if len(sent) > 0 {
 				// Part of the batch left: its outcome is not nothing.
@@ -267,10 +271,20 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 	if !signaled {
 		return err
 	}
+	late := 0
 	for _, mn := range sent {
-		if e := t.finish(ctx, c, mn, nc.calls[mn]); err == nil {
+		e := t.finish(ctx, c, mn, nc.calls[mn])
+		if errors.Is(e, ErrLate) {
+			late++
+		}
+		if err == nil {
 			err = e
 		}
+	}
+	if late > 0 && late < len(sent) {
+		// ErrLate says nothing was executed; here some of it was.
+		return fmt.Errorf("%w: %d of the %d memory nodes of a batch refused their part as past its deadline, the others executed theirs",
+			ErrUnavailable, late, len(sent))
 	}
 	return err
 }

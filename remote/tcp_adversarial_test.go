@@ -273,7 +273,8 @@ func TestTCPMalformedFrames(t *testing.T) {
 	}{
 		{"version 0", rawFrame(0, rawBatch, rawSignaled, 1, valid)},
 		{"version 1", rawFrame(1, rawBatch, rawSignaled, 1, valid)},
-		{"version 3", rawFrame(3, rawBatch, rawSignaled, 1, valid)},
+		{"version 2", rawFrame(2, rawBatch, rawSignaled, 1, valid)},
+		{"version 4", rawFrame(4, rawBatch, rawSignaled, 1, valid)},
 		{"version 255", rawFrame(255, rawBatch, rawSignaled, 1, valid)},
 		{"length 0", lenWord(0, hdr(rawBatch)...)},
 		{"length 11", lenWord(11, hdr(rawBatch)...)},
@@ -1022,7 +1023,7 @@ func fakeServer(t *testing.T, misbehave func(c net.Conn, id uint64, payload []by
 		if _, err := r.read(time.Minute); err != nil {
 			return
 		}
-		r.send(rawFrame(rawVersion, rawWelcome, 0, 0, []byte{codeOK}))
+		r.send(rawFrame(rawVersion, rawWelcome, 0, 0, []byte{codeOK, 0, 0, 0, 0, 0, 0, 0, 0})) // status, the clock
 		for {
 			f, err := r.read(time.Minute)
 			if err != nil {

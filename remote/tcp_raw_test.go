@@ -21,7 +21,7 @@ import (
 // from that comment so that these tests do not share code with the
 // implementation they attack.
 const (
-	rawVersion       = 2
+	rawVersion       = 3
 	rawMaxFrame      = 64 << 20
 	rawMaxBatchVerbs = 1 << 16
 	rawHeader        = 16 // length word + version + type + flags + id
@@ -32,6 +32,7 @@ const (
 	rawBatchOK = 4
 	rawRPC     = 5
 	rawRPCOK   = 6
+	rawBatchBy = 8
 
 	rawSignaled = 1
 
@@ -55,6 +56,7 @@ const (
 	codeBadNode
 	codeAuth
 	codeUnavailable
+	codeLate
 )
 
 const testToken = "adversarial-token"
@@ -166,10 +168,11 @@ func (f rawReply) status() (code byte, msg string, rest []byte, err error) {
 
 // rawConn is a hostile client: it speaks frames it builds itself.
 type rawConn struct {
-	t  testing.TB
-	nc net.Conn
-	br *bufio.Reader
-	id uint64
+	t     testing.TB
+	nc    net.Conn
+	br    *bufio.Reader
+	id    uint64
+	clock uint64 // the server's clock, from its welcome
 }
 
 func dialRaw(t testing.TB, addr string) *rawConn {
@@ -238,9 +241,15 @@ func (r *rawConn) hello(token string) (byte, string) {
 	if f.typ != rawWelcome {
 		r.t.Fatalf("answer to hello has type %d, want %d", f.typ, rawWelcome)
 	}
-	code, msg, _, err := f.status()
+	code, msg, rest, err := f.status()
 	if err != nil {
 		r.t.Fatalf("welcome: %v", err)
+	}
+	if code == codeOK {
+		if len(rest) != 8 {
+			r.t.Fatalf("welcome: %d bytes after the status, want the server's clock (8)", len(rest))
+		}
+		r.clock = binary.LittleEndian.Uint64(rest)
 	}
 	return code, msg
 }

@@ -61,6 +61,23 @@ type tcpLink struct {
 	// signaled batch of theirs confirmed since (tcpTransport.finish): if
 	// the link fails, those verbs may be lost, and the clients crash.
 	posters map[*Client]struct{}
+
+	clock serverClock // the server's clock, as the welcome told it
+}
+
+// serverClock is a reading of a memory node's clock (Server.clock) taken
+// no earlier than the instant at on this process's clock: the welcome's,
+// received at at.
+type serverClock struct {
+	ns uint64
+	at time.Time
+}
+
+// deadline returns, on the server's clock, a deadline t on this
+// process's, early rather than late: the server's clock may have read ns
+// at any instant up to at, so it reads at least ns+(t-at) at t.
+func (sc serverClock) deadline(t time.Time) uint64 {
+	return uint64(max(int64(sc.ns)+int64(t.Sub(sc.at)), 0))
 }
 
 // tcpCall is one request waiting for its reply.
@@ -77,6 +94,10 @@ type tcpCall struct {
 	fabric   bool           // a frameFabric request
 	endpoint fabricEndpoint // its reply
 	poster   *Client        // batch: the client it is sent for (nil: none to record)
+	// leaveBy, if not zero, is the batch's deadline (Client.DoBy): it is
+	// sent as a batch-by frame, which the memory node refuses with ErrLate
+	// once past, however late the frame reaches it.
+	leaveBy time.Time
 }
 
 func newTCPCall() *tcpCall {
@@ -116,6 +137,11 @@ func (c *tcpConn) post(ctx context.Context, by time.Time, call *tcpCall, signale
 		h.flags = flagSignaled
 	}
 	n, size := 0, 4
+	if signaled && !call.leaveBy.IsZero() {
+		// The deadline's 8 bytes, filled in by write once the link (and
+		// its server's clock) is known.
+		h.typ, size = frameBatchBy, size+8
+	}
 	each := func(f func(o *Op)) {
 		if call.idx == nil {
 			for i := range call.ops {
@@ -132,6 +158,9 @@ func (c *tcpConn) post(ctx context.Context, by time.Time, call *tcpCall, signale
 		return 0, fmt.Errorf("%w: a batch of %d bytes to one memory node (at most %d)", ErrBadRequest, size, maxFrame)
 	}
 	return c.write(ctx, by, call, h, size, func(b []byte) []byte {
+		if h.typ == frameBatchBy {
+			b = binary.LittleEndian.AppendUint64(b, 0)
+		}
 		b = binary.LittleEndian.AppendUint32(b, uint32(n))
 		each(func(o *Op) { b = appendVerb(b, o) })
 		return b
@@ -171,6 +200,9 @@ func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h fram
 	var zero [headerBytes]byte
 	l.out = enc(append(l.out, zero[:]...))
 	putHeader(l.out[start:], size, h)
+	if h.typ == frameBatchBy {
+		binary.LittleEndian.PutUint64(l.out[start+headerBytes:], l.clock.deadline(call.leaveBy))
+	}
 	if l.writing {
 		c.mu.Unlock()
 		return l.gen, nil
@@ -391,7 +423,7 @@ func (c *tcpConn) redial(d *tcpDial, by time.Time) {
 	if limit := time.Now().Add(c.t.cfg.DialTimeout); limit.Before(by) {
 		by = limit
 	}
-	nc, err := c.dial(by)
+	nc, clock, err := c.dial(by)
 	c.mu.Lock()
 	c.dialing = nil
 	failed := err != nil
@@ -403,7 +435,7 @@ func (c *tcpConn) redial(d *tcpDial, by time.Time) {
 		err = c.node.unavailable()
 	case err == nil:
 		c.gen++
-		c.link = &tcpLink{c: c, nc: nc, gen: c.gen, pending: map[uint64]*tcpCall{}}
+		c.link = &tcpLink{c: c, nc: nc, gen: c.gen, pending: map[uint64]*tcpCall{}, clock: clock}
 		go c.link.readLoop()
 	}
 	if err != nil && nc != nil {
@@ -417,16 +449,17 @@ func (c *tcpConn) redial(d *tcpDial, by time.Time) {
 	close(d.done)
 }
 
-// dial connects to the memory node and authenticates by time by. Closing
-// the transport aborts it.
-func (c *tcpConn) dial(by time.Time) (net.Conn, error) {
+// dial connects to the memory node and authenticates by time by, and
+// returns the server's clock as its welcome told it. Closing the transport
+// aborts it.
+func (c *tcpConn) dial(by time.Time) (net.Conn, serverClock, error) {
 	cfg := &c.t.cfg
 	ctx, cancel := context.WithDeadline(c.t.life, by)
 	defer cancel()
 	var dialer net.Dialer
 	nc, err := dialer.DialContext(ctx, "tcp", c.addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: memory node %d (%s): %v", ErrUnavailable, c.mn, c.addr, err)
+		return nil, serverClock{}, fmt.Errorf("%w: memory node %d (%s): %v", ErrUnavailable, c.mn, c.addr, err)
 	}
 	defer context.AfterFunc(c.t.life, func() { nc.Close() })()
 	var verify *rpcRequest
@@ -436,17 +469,18 @@ func (c *tcpConn) dial(by time.Time) (net.Conn, error) {
 		// would otherwise serve empty memory as if nothing had happened.
 		verify = &rpcRequest{Kind: rpcJoin, Pool: c.t.pool, Index: c.mn, Nodes: len(c.t.addrs)}
 	}
-	if err := handshake(nc, cfg.Token, time.Until(by), verify); err != nil {
+	clock, err := handshake(nc, cfg.Token, time.Until(by), verify)
+	if err != nil {
 		nc.Close()
 		if verify != nil && !errors.Is(err, ErrUnavailable) {
 			// A node the pool joined that now refuses it (restarted
 			// without its file: ErrBadNode) is unavailable to the pool,
 			// for this dial as for the calls refused while it is down.
-			return nil, fmt.Errorf("%w: memory node %d (%s): %w", ErrUnavailable, c.mn, c.addr, err)
+			return nil, clock, fmt.Errorf("%w: memory node %d (%s): %w", ErrUnavailable, c.mn, c.addr, err)
 		}
-		return nil, fmt.Errorf("memory node %d (%s): %w", c.mn, c.addr, err)
+		return nil, clock, fmt.Errorf("memory node %d (%s): %w", c.mn, c.addr, err)
 	}
-	return nc, nil
+	return nc, clock, nil
 }
 
 // fail closes the link for cause (kept for the errors of its pending calls
@@ -582,8 +616,9 @@ func (n *tcpNode) unavailableLocked() error {
 }
 
 // handshake authenticates a new connection and, if verify is set, sends
-// it as a first request and returns its error.
-func handshake(nc net.Conn, token string, timeout time.Duration, verify *rpcRequest) error {
+// it as a first request and returns its error. It returns the server's
+// clock as the welcome told it.
+func handshake(nc net.Conn, token string, timeout time.Duration, verify *rpcRequest) (serverClock, error) {
 	nc.SetDeadline(time.Now().Add(timeout))
 	defer nc.SetDeadline(time.Time{})
 	b := make([]byte, headerBytes, headerBytes+2+len(token))
@@ -596,27 +631,35 @@ func handshake(nc net.Conn, token string, timeout time.Duration, verify *rpcRequ
 		putHeader(h[:], len(p), frameHeader{typ: frameRPC, flags: flagSignaled})
 		b = append(append(b, h[:]...), p...)
 	}
+	var clock serverClock
 	if _, err := nc.Write(b); err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return clock, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	status, _, err := readReply(nc, frameWelcome)
+	status, rest, err := readReply(nc, frameWelcome)
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 			// A memory node answers a hello it refuses (a wrong token, a
 			// malformed hello) with an explicit refusal: a peer that just
 			// closes is not a memory node, or one shutting down.
-			return fmt.Errorf("%w: the peer closed the connection during the handshake (not a memory node, or shutting down)", ErrUnavailable)
+			return clock, fmt.Errorf("%w: the peer closed the connection during the handshake (not a memory node, or shutting down)", ErrUnavailable)
 		}
-		return fmt.Errorf("%w: handshake: %v", ErrUnavailable, err)
+		return clock, fmt.Errorf("%w: handshake: %v", ErrUnavailable, err)
 	}
-	if status != nil || verify == nil {
-		return status
+	if status != nil {
+		return clock, status
+	}
+	if len(rest) < 8 {
+		return clock, fmt.Errorf("%w: handshake: a welcome of %d bytes without the server's clock", ErrUnavailable, len(rest))
+	}
+	clock = serverClock{ns: binary.LittleEndian.Uint64(rest), at: time.Now()}
+	if verify == nil {
+		return clock, nil
 	}
 	status, _, err = readReply(nc, frameRPCOK)
 	if err != nil {
-		return fmt.Errorf("%w: handshake: %v", ErrUnavailable, err)
+		return clock, fmt.Errorf("%w: handshake: %v", ErrUnavailable, err)
 	}
-	return status
+	return clock, status
 }
 
 // readReply reads one reply frame of type typ synchronously and returns its

@@ -19,14 +19,19 @@ import (
 //
 // All integers are little-endian. A connection starts with a hello frame
 // carrying the shared secret; the server answers welcome or refused (and
-// closes). Then the client sends batch and rpc frames and the server
-// answers each signaled one with a reply frame of the same id, in order.
+// closes); a welcome's status is followed by u64 the server's clock
+// (nanoseconds since it started). Then the client sends batch and rpc
+// frames and the server answers each signaled one with a reply frame of
+// the same id, in order.
 //
 // A batch payload is u32 count, then per verb: u8 kind, u64 address (offset
 // and on-chip bit; the memory-node bits are zero), u32 length, and WRITE:
 // the bytes; CAS: u64 compare, u64 swap; FAA: u64 delta. Its reply is a
 // status (below), then per verb: READ: length bytes; CAS, FAA: u64 old
-// value. A batch with one invalid verb executes nothing.
+// value. A batch with one invalid verb executes nothing. A batch-by frame
+// (signaled only) is u64 a deadline on the server's clock, then a batch
+// payload: a server that would execute it later executes nothing and
+// answers ErrLate (remote.Client.DoBy).
 //
 // An rpc payload is u8 kind, u64 size, u64 align, u64 fallback size, u64
 // fallback align, u64 pool id, u32 node index, u32 the pool's number of
@@ -37,7 +42,7 @@ import (
 // A status is u8 code (0 = success, else an error code naming a sentinel)
 // and, when not 0, u16 length and a message.
 const (
-	wireVersion   = 2 // 2: join requests carry the pool's node count
+	wireVersion   = 3 // 2: join requests carry the pool's node count; 3: the welcome's clock, batch-by frames
 	maxFrame      = 64 << 20
 	maxBatchVerbs = 1 << 16
 	maxToken      = 4096
@@ -49,6 +54,7 @@ const (
 	frameRPC     = 5 // client: an rpcRequest
 	frameRPCOK   = 6 // server: status, rpcReply
 	frameFabric  = 7 // client: ask for the fabric endpoint; server: status, fabricInfo
+	frameBatchBy = 8 // client: u64 deadline on the server's clock, then a batch; always signaled
 
 	flagSignaled = 1
 )
@@ -95,7 +101,7 @@ func readHeader(r io.Reader, b []byte) (frameHeader, int, error) {
 
 // wireErrors maps status codes to sentinel errors; index 0 is success.
 var wireErrors = []error{nil, ErrOutOfBounds, ErrMisaligned, ErrUnknownNode, ErrNilAddr, ErrOutOfMemory,
-	ErrClosed, ErrBadRequest, ErrBadNode, ErrAuth, ErrUnavailable}
+	ErrClosed, ErrBadRequest, ErrBadNode, ErrAuth, ErrUnavailable, ErrLate}
 
 // statusCode returns the code of err's sentinel (ErrBadRequest if none).
 func statusCode(err error) uint8 {

@@ -1,0 +1,203 @@
+package remote_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dmindex/dmindex/remote"
+)
+
+// TestTCPBatchBy checks batch-by frames as wire.go describes them: a
+// deadline on the server's clock (the welcome's), then a batch. One whose
+// deadline is still ahead executes; one past it executes nothing and
+// answers ErrLate; an unsignaled one, or one too short for its deadline,
+// breaks the protocol (the connection is closed).
+func TestTCPBatchBy(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	r := authed(t, ts.addr)
+	if r.clock == 0 {
+		t.Fatal("the welcome's clock reads 0")
+	}
+	const w = 8192
+	by := func(deadline uint64, vs ...verb) []byte {
+		return append(le64(deadline), batchPayload(vs...)...)
+	}
+	read := func() []byte {
+		res := r.mustDo(rdV(w, 8))
+		return res[:8]
+	}
+	call := func(payload []byte) rawReply {
+		t.Helper()
+		r.id++
+		r.mustSend(rawFrame(rawVersion, rawBatchBy, rawSignaled, r.id, payload))
+		f, err := r.read(5 * time.Second)
+		if err != nil {
+			t.Fatalf("no answer to a batch-by frame: %v", err)
+		}
+		if f.typ != rawBatchOK || f.id != r.id {
+			t.Fatalf("answer to batch-by frame %d: frame %d of type %d, want type %d", r.id, f.id, f.typ, rawBatchOK)
+		}
+		return f
+	}
+	f := call(by(r.clock+uint64(time.Minute), wrV(w, []byte("in time!"))))
+	if code, msg, _, err := f.status(); err != nil || code != codeOK {
+		t.Fatalf("a batch-by frame in time: status %d %q, %v", code, msg, err)
+	}
+	if got := read(); string(got) != "in time!" {
+		t.Fatalf("a batch-by frame in time: the word reads %q", got)
+	}
+	f = call(by(r.clock, wrV(w, []byte("too late"))))
+	if code, msg, _, err := f.status(); err != nil || code != codeLate {
+		t.Fatalf("a late batch-by frame: status %d %q, %v; want %d (ErrLate)", code, msg, err, codeLate)
+	}
+	if got := read(); string(got) != "in time!" {
+		t.Fatalf("a late batch-by frame executed: the word reads %q", got)
+	}
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"unsignaled", rawFrame(rawVersion, rawBatchBy, 0, 1, by(r.clock+uint64(time.Minute), wrV(w, []byte("unsignal"))))},
+		{"no deadline", rawFrame(rawVersion, rawBatchBy, rawSignaled, 1, []byte{1, 2, 3})},
+	} {
+		c := authed(t, ts.addr)
+		c.mustSend(tc.frame)
+		if f, err := c.read(5 * time.Second); err == nil {
+			t.Errorf("%s: the server answered a frame of type %d instead of closing the connection", tc.name, f.typ)
+		}
+	}
+	if got := read(); string(got) != "in time!" {
+		t.Fatalf("a refused batch-by frame executed: the word reads %q", got)
+	}
+}
+
+// TestTCPDoByLateFrame: a DoBy batch whose frame reaches the memory node
+// after the batch's deadline (held up between the client and the node,
+// as a process stopped while it sends) executes nothing and returns
+// ErrLate, and the client is not crashed. Before the memory nodes checked
+// the deadline, only the client did, before the batch left: the WRITE
+// landed 300 ms late, under a lease that may have passed to another client
+// meanwhile (docs/recovery.md, "Stale writers").
+func TestTCPDoByLateFrame(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	var hold atomic.Int64 // nanoseconds the proxy holds what the client sends
+	proxy := delayProxy(t, ts.addr, &hold)
+	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy}, Token: testToken, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.NewComputeNode().NewClient()
+	ctx := t.Context()
+	a, err := c.Alloc(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("in time!"))}, c.Now()+time.Second); err != nil {
+		t.Fatalf("DoBy in time: %v", err)
+	}
+	hold.Store(int64(300 * time.Millisecond))
+	err = c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, c.Now()+50*time.Millisecond)
+	hold.Store(0)
+	if !errors.Is(err, remote.ErrLate) {
+		t.Errorf("DoBy whose frame arrives 300 ms late, with 50 ms to go: %v, want ErrLate", err)
+	}
+	if c.Crashed() {
+		t.Fatalf("the client crashed: %v", err)
+	}
+	buf := make([]byte, 8)
+	if err := c.Read(ctx, a, buf); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf, []byte("in time!")) {
+		t.Fatalf("the late batch executed: the word reads %q", buf)
+	}
+	// A batch without a deadline is not held to one.
+	hold.Store(int64(100 * time.Millisecond))
+	err = c.Do(ctx, []remote.Op{remote.Write(a, []byte("no limit"))})
+	hold.Store(0)
+	if err != nil {
+		t.Fatalf("Do through the slow proxy: %v", err)
+	}
+}
+
+// delayProxy forwards connections to addr through 127.0.0.1, holding each
+// chunk a client sends for hold before passing it on (the replies pass at
+// once). It returns its address; everything is closed when the test ends.
+func delayProxy(t *testing.T, addr string, hold *atomic.Int64) string {
+	t.Helper()
+	return serveTest(t, func(nc net.Conn) {
+		defer nc.Close()
+		up, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		defer up.Close()
+		go func() {
+			io.Copy(nc, up)
+			nc.Close()
+		}()
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := nc.Read(buf)
+			if n > 0 {
+				time.Sleep(time.Duration(hold.Load()))
+				if _, err := up.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}).Addr().String()
+}
+
+// TestTCPDoByPartlyLate: a DoBy batch over two memory nodes whose part for
+// one reaches it late, while the other executes its own in time, has an
+// outcome that is neither all nor nothing: it fails with ErrUnavailable,
+// not ErrLate (which says nothing was executed), and its client crashes
+// (Client.Crashed), as after any batch whose outcome it cannot know.
+func TestTCPDoByPartlyLate(t *testing.T) {
+	slow := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	fast := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	var hold atomic.Int64
+	proxy := delayProxy(t, slow.addr, &hold)
+	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy, fast.addr}, Token: testToken, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.NewComputeNode().NewClient()
+	ctx := t.Context()
+	var addrs [2]remote.Addr
+	for mn := range addrs {
+		if addrs[mn], err = c.AllocOn(ctx, mn, 8, 8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold.Store(int64(300 * time.Millisecond))
+	err = c.DoBy(ctx, []remote.Op{remote.Write(addrs[0], []byte("too late")), remote.Write(addrs[1], []byte("in time!"))}, c.Now()+50*time.Millisecond)
+	hold.Store(0)
+	if !errors.Is(err, remote.ErrUnavailable) || errors.Is(err, remote.ErrLate) {
+		t.Errorf("DoBy executed on one memory node and refused as late on the other: %v, want ErrUnavailable and not ErrLate", err)
+	}
+	if !c.Crashed() {
+		t.Error("the client did not crash")
+	}
+	r := p.NewComputeNode().NewClient()
+	for mn, want := range []string{"\x00\x00\x00\x00\x00\x00\x00\x00", "in time!"} {
+		buf := make([]byte, 8)
+		if err := r.Read(ctx, addrs[mn], buf); err != nil {
+			t.Fatal(err)
+		}
+		if string(buf) != want {
+			t.Errorf("memory node %d: the word reads %q, want %q", mn, buf, want)
+		}
+	}
+}
