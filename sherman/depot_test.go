@@ -14,20 +14,8 @@ import (
 // closed the tree left there.
 func TestVerifyDepotInUse(t *testing.T) {
 	ctx := t.Context()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	opts := Options{KeySize: 16, ValueSize: 16}
-	gone, err := Open(p.NewComputeNode(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gone.Put(ctx, []byte("key"), []byte("value")); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Open(p.NewComputeNode(), opts)
+	p, gone := depotTree(t)
+	tr, err := Open(p.NewComputeNode(), depotOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,19 +53,7 @@ func TestVerifyDepotInUse(t *testing.T) {
 // tree's depot for the next Open; it took it before.
 func TestOpenMismatchKeepsDepot(t *testing.T) {
 	ctx := t.Context()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	opts := Options{KeySize: 16, ValueSize: 16}
-	gone, err := Open(p.NewComputeNode(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := gone.Put(ctx, []byte("key"), []byte("value")); err != nil {
-		t.Fatal(err)
-	}
+	p, gone := depotTree(t)
 	if err := gone.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +75,7 @@ func TestOpenMismatchKeepsDepot(t *testing.T) {
 	if read() == 0 {
 		t.Fatal("an Open that failed emptied the depot")
 	}
-	tr, err := Open(p.NewComputeNode(), opts)
+	tr, err := Open(p.NewComputeNode(), depotOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,4 +83,26 @@ func TestOpenMismatchKeepsDepot(t *testing.T) {
 	if read() != 0 || tr.cn.SpareBytes() == 0 {
 		t.Fatalf("the next Open took nothing: head %#x, %d spare bytes", read(), tr.cn.SpareBytes())
 	}
+}
+
+// depotOptions are the options of the trees of the depot tests.
+var depotOptions = Options{KeySize: 16, ValueSize: 16}
+
+// depotTree opens the tree of depotOptions on a local pool of one 4 MiB
+// memory node, closed when the test ends, and puts a key into it.
+func depotTree(t *testing.T) (*remote.Pool, *Tree) {
+	t.Helper()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	tr, err := Open(p.NewComputeNode(), depotOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Put(t.Context(), []byte("key"), []byte("value")); err != nil {
+		t.Fatal(err)
+	}
+	return p, tr
 }

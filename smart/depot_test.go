@@ -15,25 +15,12 @@ import (
 // what a compute node that closed the tree left there.
 func TestVerifyDepotInUse(t *testing.T) {
 	ctx := t.Context()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
-	if err != nil {
+	p := depotPool(t)
+	gone := depotTree(t, p, 3)
+	if _, err := gone.Delete(ctx, []byte("key-1")); err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	opts := Options{Name: "depot", Reclaim: true}
-	gone, err := Open(p.NewComputeNode(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"a", "b", "c"} {
-		if err := gone.Put(ctx, []byte(k), []byte("value")); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := gone.Delete(ctx, []byte("b")); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := Open(p.NewComputeNode(), opts)
+	tr, err := Open(p.NewComputeNode(), depotOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,21 +77,8 @@ func TestVerifyDepotInUse(t *testing.T) {
 // pass: about 427 KiB lost per failed Open).
 func TestOpenMismatchKeepsDepot(t *testing.T) {
 	ctx := t.Context()
-	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	opts := Options{Name: "depot", Reclaim: true}
-	gone, err := Open(p.NewComputeNode(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 {
-		if err := gone.Put(ctx, fmt.Appendf(nil, "key-%d", i), []byte("value")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p := depotPool(t)
+	gone := depotTree(t, p, 100)
 	if err := gone.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +100,7 @@ func TestOpenMismatchKeepsDepot(t *testing.T) {
 	if read() == 0 {
 		t.Fatal("an Open that failed emptied the depot")
 	}
-	tr, err := Open(p.NewComputeNode(), opts)
+	tr, err := Open(p.NewComputeNode(), depotOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,4 +108,35 @@ func TestOpenMismatchKeepsDepot(t *testing.T) {
 	if read() != 0 || tr.cn.SpareBytes() == 0 {
 		t.Fatalf("the next Open took nothing: head %#x, %d spare bytes", read(), tr.cn.SpareBytes())
 	}
+}
+
+// depotOptions are the options of the trees of the depot tests.
+var depotOptions = Options{Name: "depot", Reclaim: true}
+
+// depotPool returns a local pool of one 4 MiB memory node, closed when the
+// test ends.
+func depotPool(t *testing.T) *remote.Pool {
+	t.Helper()
+	p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// depotTree opens the tree of depotOptions on a new compute node of p and
+// puts keys "key-0", "key-1", … into it.
+func depotTree(t *testing.T, p *remote.Pool, keys int) *Tree {
+	t.Helper()
+	tr, err := Open(p.NewComputeNode(), depotOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range keys {
+		if err := tr.Put(t.Context(), fmt.Appendf(nil, "key-%d", i), []byte("value")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr
 }

@@ -118,6 +118,12 @@ func runCycles(t *testing.T, tg Target, seed uint64, restart bool) uint64 {
 		t.Fatalf("restart %v: closing the resident compute node: %v", restart, err)
 	}
 	tg.verify(t, ctx, idx, fmt.Sprintf("restart %v, on the last compute node", restart))
+	return memoryUsed(t, p)
+}
+
+// memoryUsed returns the bytes p's memory nodes handed out, together.
+func memoryUsed(t *testing.T, p *remote.Pool) uint64 {
+	t.Helper()
 	u, err := p.MemoryUsed()
 	if err != nil {
 		t.Fatalf("MemoryUsed: %v", err)
@@ -150,24 +156,12 @@ func RunProcessRestarts(t *testing.T, tg Target) {
 	cfg := *tg.Config
 	seed := seedFor(t)
 	monitor := newPool(t, cfg)
-	used := func() uint64 {
-		t.Helper()
-		u, err := monitor.MemoryUsed()
-		if err != nil {
-			t.Fatalf("MemoryUsed: %v", err)
-		}
-		var sum uint64
-		for _, b := range u {
-			sum += b
-		}
-		return sum
-	}
-	before := used()
+	before := memoryUsed(t, monitor)
 	runProcessCycles(t, tg, monitor, seed, false)
-	steady := used() - before
-	before = used()
+	steady := memoryUsed(t, monitor) - before
+	before = memoryUsed(t, monitor)
 	runProcessCycles(t, tg, monitor, seed, true)
-	restarting := used() - before
+	restarting := memoryUsed(t, monitor) - before
 	chunk := uint64(cfg.ChunkBytes)
 	t.Logf("bytes handed out: %d with one pool, %d with a new pool each cycle", steady, restarting)
 	if restarting > steady+4*chunk {
