@@ -222,7 +222,7 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 	nc := c.net
 	by := t.deadline()
 	var leaveBy time.Time // DoBy's deadline, which the memory nodes check too
-	if signaled && c.by != 0 {
+	if signaled && c.by != 0 && c.by-t.now(c) < maxDeadlineAhead {
 		leaveBy = t.start.Add(c.by)
 	}
 	first := ops[0].Addr.MN()
@@ -288,6 +288,11 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 	}
 	return err
 }
+
+// maxDeadlineAhead bounds the DoBy deadlines a batch carries to its memory
+// nodes: one further ahead means none (callers pass math.MaxInt64 for
+// that), and converting it would overflow.
+const maxDeadlineAhead = 24 * time.Hour
 
 // finish waits for the reply to call, the part of a signaled batch of c
 // sent to memory node mn. Its completion also confirms the verbs c posted

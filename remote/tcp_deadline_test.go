@@ -3,7 +3,7 @@ package remote_test
 import (
 	"bytes"
 	"errors"
-	"io"
+	"math"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -131,6 +131,27 @@ func TestTCPDoByLateFrame(t *testing.T) {
 // once). It returns its address; everything is closed when the test ends.
 func delayProxy(t *testing.T, addr string, hold *atomic.Int64) string {
 	t.Helper()
+	return delayBothProxy(t, addr, hold, new(atomic.Int64))
+}
+
+// delayBothProxy is delayProxy holding what the server sends for back.
+func delayBothProxy(t *testing.T, addr string, hold, back *atomic.Int64) string {
+	t.Helper()
+	pipe := func(dst, src net.Conn, hold *atomic.Int64) {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				time.Sleep(time.Duration(hold.Load()))
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
 	return serveTest(t, func(nc net.Conn) {
 		defer nc.Close()
 		up, err := net.Dial("tcp", addr)
@@ -139,23 +160,62 @@ func delayProxy(t *testing.T, addr string, hold *atomic.Int64) string {
 		}
 		defer up.Close()
 		go func() {
-			io.Copy(nc, up)
+			pipe(nc, up, back)
 			nc.Close()
 		}()
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := nc.Read(buf)
-			if n > 0 {
-				time.Sleep(time.Duration(hold.Load()))
-				if _, err := up.Write(buf[:n]); err != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
+		pipe(up, nc, hold)
 	}).Addr().String()
+}
+
+// TestTCPDoByNoDeadline: a DoBy whose deadline is effectively none
+// (math.MaxInt64, as the trees pass for a takeover the registry already
+// judged) executes over tcp. A first version converted it to the server's
+// clock with an overflow, and every such batch came back ErrLate
+// (TestPausedMemoryNode: locks never taken over).
+func TestTCPDoByNoDeadline(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{ts.addr}, Token: testToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.NewComputeNode().NewClient()
+	ctx := t.Context()
+	a, err := c.Alloc(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("no limit"))}, math.MaxInt64); err != nil {
+		t.Fatalf("DoBy without a deadline: %v", err)
+	}
+}
+
+// TestTCPSlowWelcome: a welcome that reaches the client late (a memory
+// node stopped between reading its clock for it and sending it) would
+// make every deadline converted with that reading early by the delay, and
+// the node refuse every batch as late; the link keeps no clock reading
+// from a handshake slower than a few milliseconds, and its batches are
+// held to the client's check alone.
+func TestTCPSlowWelcome(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	var hold, back atomic.Int64
+	back.Store(int64(300 * time.Millisecond))
+	proxy := delayBothProxy(t, ts.addr, &hold, &back)
+	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy}, Token: testToken, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.NewComputeNode().NewClient()
+	ctx := t.Context()
+	a, err := c.Alloc(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Store(0)
+	if err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("in time!"))}, c.Now()+100*time.Millisecond); err != nil {
+		t.Fatalf("DoBy with 100 ms to go on a link whose welcome came 300 ms late: %v", err)
+	}
 }
 
 // TestTCPDoByPartlyLate: a DoBy batch over two memory nodes whose part for

@@ -67,17 +67,25 @@ type tcpLink struct {
 
 // serverClock is a reading of a memory node's clock (Server.clock) taken
 // no earlier than the instant at on this process's clock: the welcome's,
-// received at at.
+// received at at. It is kept (ok) only if the handshake took less than
+// maxClockRTT, which bounds how early deadline converts: a server stalled
+// between reading its clock and sending the welcome would otherwise make
+// every deadline early by the stall, and refuse every batch as late.
 type serverClock struct {
 	ns uint64
 	at time.Time
+	ok bool
 }
+
+// maxClockRTT bounds the round trip of a handshake whose clock reading a
+// link keeps (serverClock).
+const maxClockRTT = 5 * time.Millisecond
 
 // deadline returns, on the server's clock, a deadline t on this
 // process's, early rather than late: the server's clock may have read ns
 // at any instant up to at, so it reads at least ns+(t-at) at t.
 func (sc serverClock) deadline(t time.Time) uint64 {
-	return uint64(max(int64(sc.ns)+int64(t.Sub(sc.at)), 0))
+	return uint64(max(int64(sc.ns)+int64(t.Sub(sc.at)), 0)) // a server's clock and a deadline stay far below 2^62 ns
 }
 
 // tcpCall is one request waiting for its reply.
@@ -137,11 +145,6 @@ func (c *tcpConn) post(ctx context.Context, by time.Time, call *tcpCall, signale
 		h.flags = flagSignaled
 	}
 	n, size := 0, 4
-	if signaled && !call.leaveBy.IsZero() {
-		// The deadline's 8 bytes, filled in by write once the link (and
-		// its server's clock) is known.
-		h.typ, size = frameBatchBy, size+8
-	}
 	each := func(f func(o *Op)) {
 		if call.idx == nil {
 			for i := range call.ops {
@@ -154,13 +157,10 @@ func (c *tcpConn) post(ctx context.Context, by time.Time, call *tcpCall, signale
 		}
 	}
 	each(func(o *Op) { n++; size += verbWireBytes(o) })
-	if size > maxFrame {
-		return 0, fmt.Errorf("%w: a batch of %d bytes to one memory node (at most %d)", ErrBadRequest, size, maxFrame)
+	if size+8 > maxFrame { // 8: the deadline of a batch-by frame
+		return 0, fmt.Errorf("%w: a batch of %d bytes to one memory node (at most %d)", ErrBadRequest, size, maxFrame-8)
 	}
 	return c.write(ctx, by, call, h, size, func(b []byte) []byte {
-		if h.typ == frameBatchBy {
-			b = binary.LittleEndian.AppendUint64(b, 0)
-		}
 		b = binary.LittleEndian.AppendUint32(b, uint32(n))
 		each(func(o *Op) { b = appendVerb(b, o) })
 		return b
@@ -198,11 +198,15 @@ func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h fram
 	}
 	start := len(l.out)
 	var zero [headerBytes]byte
-	l.out = enc(append(l.out, zero[:]...))
-	putHeader(l.out[start:], size, h)
-	if h.typ == frameBatchBy {
-		binary.LittleEndian.PutUint64(l.out[start+headerBytes:], l.clock.deadline(call.leaveBy))
+	l.out = append(l.out, zero[:]...)
+	if h.typ == frameBatch && h.flags&flagSignaled != 0 && !call.leaveBy.IsZero() && l.clock.ok {
+		// A batch with a deadline goes with it, on the server's clock, if
+		// the link knows that clock (else the client's check alone holds).
+		h.typ, size = frameBatchBy, size+8
+		l.out = binary.LittleEndian.AppendUint64(l.out, l.clock.deadline(call.leaveBy))
 	}
+	l.out = enc(l.out)
+	putHeader(l.out[start:], size, h)
 	if l.writing {
 		c.mu.Unlock()
 		return l.gen, nil
@@ -632,6 +636,7 @@ func handshake(nc net.Conn, token string, timeout time.Duration, verify *rpcRequ
 		b = append(append(b, h[:]...), p...)
 	}
 	var clock serverClock
+	sent := time.Now()
 	if _, err := nc.Write(b); err != nil {
 		return clock, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -651,7 +656,8 @@ func handshake(nc net.Conn, token string, timeout time.Duration, verify *rpcRequ
 	if len(rest) < 8 {
 		return clock, fmt.Errorf("%w: handshake: a welcome of %d bytes without the server's clock", ErrUnavailable, len(rest))
 	}
-	clock = serverClock{ns: binary.LittleEndian.Uint64(rest), at: time.Now()}
+	at := time.Now()
+	clock = serverClock{ns: binary.LittleEndian.Uint64(rest), at: at, ok: at.Sub(sent) <= maxClockRTT}
 	if verify == nil {
 		return clock, nil
 	}
