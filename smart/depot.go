@@ -22,10 +22,10 @@ const depotOff = 16
 // handed on that no client took yet, and, with Options.Reclaim, the leaves
 // it retired and has not freed and those it freed and has not reused. It
 // pushes with one of those clients that has not crashed. A failure loses
-// that memory, as a killed process does. The leaves freed go with the epoch before the node's:
-// each was freed when every live node's published epoch was past its
-// retirement tag, and a node publishes at most its epoch, so the tag is
-// below that epoch.
+// that memory, as a killed process does. The leaves freed go with the
+// epoch before the node's: each was freed when every live node's published
+// epoch was past its retirement tag, and a node publishes at most its
+// epoch, so the tag is below that epoch.
 func (t *Tree) handOn(ctx context.Context, idle []*session) {
 	cs := make([]*remote.Client, len(idle))
 	for i, s := range idle {
