@@ -221,8 +221,8 @@ func (t *tcpTransport) conn(c *Client, mn int) *tcpConn {
 func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled bool) error {
 	nc := c.net
 	by := t.deadline()
-	var leaveBy time.Time // DoBy's deadline, which the memory nodes check too
-	if signaled && c.by != 0 && c.by-t.now(c) < maxDeadlineAhead {
+	var leaveBy time.Time // DoBy's or PostBy's deadline (tcpCall.leaveBy)
+	if c.by != 0 && c.by-t.now(c) < maxDeadlineAhead {
 		leaveBy = t.start.Add(c.by)
 	}
 	first := ops[0].Addr.MN()
@@ -271,22 +271,36 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 	if !signaled {
 		return err
 	}
-	late := 0
+	late, wrote := 0, 0
 	for _, mn := range sent {
 		e := t.finish(ctx, c, mn, nc.calls[mn])
-		if errors.Is(e, ErrLate) {
+		switch {
+		case errors.Is(e, ErrLate):
 			late++
+		case e == nil && changes(ops, nc.calls[mn].idx):
+			wrote++
 		}
 		if err == nil {
 			err = e
 		}
 	}
-	if late > 0 && late < len(sent) {
+	if late > 0 && wrote > 0 {
 		// ErrLate says nothing was executed; here some of it was.
-		return fmt.Errorf("%w: %d of the %d memory nodes of a batch refused their part as past its deadline, the others executed theirs",
-			ErrUnavailable, late, len(sent))
+		return fmt.Errorf("%w: %d of the %d memory nodes of a batch refused their part as past its deadline, %d changed memory with theirs",
+			ErrUnavailable, late, len(sent), wrote)
 	}
 	return err
+}
+
+// changes reports whether the verbs idx of ops change memory (a WRITE,
+// CAS or FAA).
+func changes(ops []Op, idx []int32) bool {
+	for _, i := range idx {
+		if ops[i].Kind != OpRead {
+			return true
+		}
+	}
+	return false
 }
 
 // maxDeadlineAhead bounds the DoBy deadlines a batch carries to its memory
@@ -304,9 +318,12 @@ const maxDeadlineAhead = 24 * time.Hour
 func (t *tcpTransport) finish(ctx context.Context, c *Client, mn int, call *tcpCall) error {
 	err := t.conn(c, mn).awaitCtx(ctx, call)
 	posted := c.net.posted[mn]
+	var answered *remoteError
 	switch {
 	case posted == 0:
-	case err == nil:
+	case err == nil || errors.As(err, &answered):
+		// The node answered (a refusal too, such as ErrLate): it ran
+		// what came before on the connection.
 		c.net.posted[mn] = 0
 		call.link.confirm(c)
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
@@ -334,6 +351,11 @@ func (t *tcpTransport) send(ctx context.Context, by time.Time, c *Client, mn int
 	posted := c.net.posted[mn]
 	gen, err := t.conn(c, mn).post(ctx, by, call, signaled, posted)
 	if err != nil {
+		if errors.Is(err, ErrLate) {
+			// It waited for the connection the verbs posted before it
+			// went on: those stay to be confirmed.
+			return notSent(err)
+		}
 		// post fails only before anything of the batch is written. But
 		// unless the batch itself was refused, the connection that carried
 		// the verbs posted unsignaled before it is gone: they may be lost.

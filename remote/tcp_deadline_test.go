@@ -261,3 +261,106 @@ func TestTCPDoByPartlyLate(t *testing.T) {
 		}
 	}
 }
+
+// TestTCPDoByAfterSlowDial: a DoBy whose deadline passes while it waits
+// for its connection to be dialled (here the welcome comes 300 ms late, as
+// from a memory node stopped meanwhile) sends nothing and returns ErrLate.
+// Before, the deadline was checked only before the wait, and the WRITE
+// ran 550 ms past it (a new-user pass: 10 runs of 10).
+func TestTCPDoByAfterSlowDial(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	var hold, back atomic.Int64
+	proxy := delayBothProxy(t, ts.addr, &hold, &back)
+	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy}, Token: testToken, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := t.Context()
+	c := p.NewComputeNode().NewClient()
+	a, err := c.Alloc(ctx, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := p.NewComputeNode().NewClient() // its connection is dialled by its first batch
+	back.Store(int64(300 * time.Millisecond))
+	err = fresh.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, fresh.Now()+50*time.Millisecond)
+	back.Store(0)
+	if !errors.Is(err, remote.ErrLate) || fresh.Crashed() {
+		t.Errorf("DoBy whose connection came up after its deadline: %v (crashed: %v), want ErrLate", err, fresh.Crashed())
+	}
+	buf := make([]byte, 8)
+	if err := c.Read(ctx, a, buf); err != nil {
+		t.Fatal(err)
+	}
+	if string(buf) == "too late" {
+		t.Fatal("the late batch executed")
+	}
+}
+
+// TestTCPPostThenLateDoBy: a DoBy that the memory node refuses as late
+// after the client posted verbs unsignaled on the same connection returns
+// ErrLate without crashing the client: the node answered, so it ran the
+// posted verbs first. Before, any error but a context's was taken for a
+// broken connection that may have lost them, and the client crashed.
+func TestTCPPostThenLateDoBy(t *testing.T) {
+	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	var hold atomic.Int64
+	proxy := delayProxy(t, ts.addr, &hold)
+	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy}, Token: testToken, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := t.Context()
+	c := p.NewComputeNode().NewClient()
+	a, err := c.Alloc(ctx, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Post(ctx, []remote.Op{remote.Write(a, []byte("posted!!"))}); err != nil {
+		t.Fatal(err)
+	}
+	hold.Store(int64(300 * time.Millisecond))
+	err = c.DoBy(ctx, []remote.Op{remote.Write(a.Add(8), []byte("too late"))}, c.Now()+50*time.Millisecond)
+	hold.Store(0)
+	if !errors.Is(err, remote.ErrLate) || c.Crashed() {
+		t.Fatalf("a late DoBy after a Post: %v (crashed: %v), want ErrLate", err, c.Crashed())
+	}
+	buf := make([]byte, 16)
+	if err := c.Read(ctx, a, buf); err != nil {
+		t.Fatal(err)
+	}
+	if string(buf[:8]) != "posted!!" || string(buf[8:]) == "too late" {
+		t.Fatalf("memory reads %q, want the posted WRITE and not the late one", buf)
+	}
+}
+
+// TestTCPDoByLateWriteReadRan: a batch whose WRITE part one memory node
+// refuses as late, while another ran only a READ, changed no memory: it
+// returns ErrLate and its client does not crash.
+func TestTCPDoByLateWriteReadRan(t *testing.T) {
+	slow := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	fast := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
+	var hold atomic.Int64
+	proxy := delayProxy(t, slow.addr, &hold)
+	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy, fast.addr}, Token: testToken, Timeout: 10 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := p.NewComputeNode().NewClient()
+	ctx := t.Context()
+	var addrs [2]remote.Addr
+	for mn := range addrs {
+		if addrs[mn], err = c.AllocOn(ctx, mn, 8, 8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hold.Store(int64(300 * time.Millisecond))
+	err = c.DoBy(ctx, []remote.Op{remote.Write(addrs[0], []byte("too late")), remote.Read(addrs[1], make([]byte, 8))}, c.Now()+50*time.Millisecond)
+	hold.Store(0)
+	if !errors.Is(err, remote.ErrLate) || c.Crashed() {
+		t.Fatalf("a late WRITE beside a READ that ran: %v (crashed: %v), want ErrLate", err, c.Crashed())
+	}
+}

@@ -102,9 +102,11 @@ type tcpCall struct {
 	fabric   bool           // a frameFabric request
 	endpoint fabricEndpoint // its reply
 	poster   *Client        // batch: the client it is sent for (nil: none to record)
-	// leaveBy, if not zero, is the batch's deadline (Client.DoBy): it is
-	// sent as a batch-by frame, which the memory node refuses with ErrLate
-	// once past, however late the frame reaches it.
+	// leaveBy, if not zero, is the batch's deadline (Client.DoBy,
+	// PostBy): a batch still waiting for its connection then is not sent
+	// (ErrLate), and a signaled one goes as a batch-by frame, which the
+	// memory node refuses with ErrLate once past, however late the frame
+	// reaches it.
 	leaveBy time.Time
 }
 
@@ -181,6 +183,12 @@ func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h fram
 	if lastPosted != 0 && lastPosted != l.gen {
 		c.mu.Unlock()
 		return 0, fmt.Errorf("%w: memory node %d: %w", ErrUnavailable, c.mn, errPostedLost)
+	}
+	if call != nil && !call.leaveBy.IsZero() && time.Now().After(call.leaveBy) {
+		// The deadline passed while the batch waited for the connection
+		// (a dial): nothing of it leaves.
+		c.mu.Unlock()
+		return 0, ErrLate
 	}
 	switch {
 	case call != nil && h.flags&flagSignaled != 0:
