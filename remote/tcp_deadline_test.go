@@ -84,25 +84,13 @@ func TestTCPBatchBy(t *testing.T) {
 // landed 300 ms late, under a lease that may have passed to another client
 // meanwhile (docs/recovery.md, "Stale writers").
 func TestTCPDoByLateFrame(t *testing.T) {
-	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	var hold atomic.Int64 // nanoseconds the proxy holds what the client sends
-	proxy := delayProxy(t, ts.addr, &hold)
-	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy}, Token: testToken, Timeout: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c := p.NewComputeNode().NewClient()
-	ctx := t.Context()
-	a, err := c.Alloc(ctx, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newProxied(t, 1, 0)
+	ctx, c, a, hold := t.Context(), f.c, f.a[0], &f.hold
 	if err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("in time!"))}, c.Now()+time.Second); err != nil {
 		t.Fatalf("DoBy in time: %v", err)
 	}
 	hold.Store(int64(300 * time.Millisecond))
-	err = c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, c.Now()+50*time.Millisecond)
+	err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, c.Now()+50*time.Millisecond)
 	hold.Store(0)
 	if !errors.Is(err, remote.ErrLate) {
 		t.Errorf("DoBy whose frame arrives 300 ms late, with 50 ms to go: %v, want ErrLate", err)
@@ -197,21 +185,8 @@ func TestTCPDoByNoDeadline(t *testing.T) {
 // from a handshake slower than a few milliseconds, and its batches are
 // held to the client's check alone.
 func TestTCPSlowWelcome(t *testing.T) {
-	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	var hold, back atomic.Int64
-	back.Store(int64(300 * time.Millisecond))
-	proxy := delayBothProxy(t, ts.addr, &hold, &back)
-	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy}, Token: testToken, Timeout: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c := p.NewComputeNode().NewClient()
-	ctx := t.Context()
-	a, err := c.Alloc(ctx, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newProxied(t, 1, 300*time.Millisecond)
+	ctx, c, a, back := t.Context(), f.c, f.a[0], &f.back
 	back.Store(0)
 	if err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("in time!"))}, c.Now()+100*time.Millisecond); err != nil {
 		t.Fatalf("DoBy with 100 ms to go on a link whose welcome came 300 ms late: %v", err)
@@ -224,25 +199,10 @@ func TestTCPSlowWelcome(t *testing.T) {
 // not ErrLate (which says nothing was executed), and its client crashes
 // (Client.Crashed), as after any batch whose outcome it cannot know.
 func TestTCPDoByPartlyLate(t *testing.T) {
-	slow := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	fast := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	var hold atomic.Int64
-	proxy := delayProxy(t, slow.addr, &hold)
-	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy, fast.addr}, Token: testToken, Timeout: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c := p.NewComputeNode().NewClient()
-	ctx := t.Context()
-	var addrs [2]remote.Addr
-	for mn := range addrs {
-		if addrs[mn], err = c.AllocOn(ctx, mn, 8, 8); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := newProxied(t, 2, 0)
+	ctx, c, addrs, hold := t.Context(), f.c, f.a, &f.hold
 	hold.Store(int64(300 * time.Millisecond))
-	err = c.DoBy(ctx, []remote.Op{remote.Write(addrs[0], []byte("too late")), remote.Write(addrs[1], []byte("in time!"))}, c.Now()+50*time.Millisecond)
+	err := c.DoBy(ctx, []remote.Op{remote.Write(addrs[0], []byte("too late")), remote.Write(addrs[1], []byte("in time!"))}, c.Now()+50*time.Millisecond)
 	hold.Store(0)
 	if !errors.Is(err, remote.ErrUnavailable) || errors.Is(err, remote.ErrLate) {
 		t.Errorf("DoBy executed on one memory node and refused as late on the other: %v, want ErrUnavailable and not ErrLate", err)
@@ -250,7 +210,7 @@ func TestTCPDoByPartlyLate(t *testing.T) {
 	if !c.Crashed() {
 		t.Error("the client did not crash")
 	}
-	r := p.NewComputeNode().NewClient()
+	r := f.p.NewComputeNode().NewClient()
 	for mn, want := range []string{"\x00\x00\x00\x00\x00\x00\x00\x00", "in time!"} {
 		buf := make([]byte, 8)
 		if err := r.Read(ctx, addrs[mn], buf); err != nil {
@@ -268,23 +228,11 @@ func TestTCPDoByPartlyLate(t *testing.T) {
 // Before, the deadline was checked only before the wait, and the WRITE
 // ran 550 ms past it (a new-user pass: 10 runs of 10).
 func TestTCPDoByAfterSlowDial(t *testing.T) {
-	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	var hold, back atomic.Int64
-	proxy := delayBothProxy(t, ts.addr, &hold, &back)
-	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy}, Token: testToken, Timeout: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx := t.Context()
-	c := p.NewComputeNode().NewClient()
-	a, err := c.Alloc(ctx, 8)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newProxied(t, 1, 0)
+	ctx, c, a, back, p := t.Context(), f.c, f.a[0], &f.back, f.p
 	fresh := p.NewComputeNode().NewClient() // its connection is dialled by its first batch
 	back.Store(int64(300 * time.Millisecond))
-	err = fresh.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, fresh.Now()+50*time.Millisecond)
+	err := fresh.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, fresh.Now()+50*time.Millisecond)
 	back.Store(0)
 	if !errors.Is(err, remote.ErrLate) || fresh.Crashed() {
 		t.Errorf("DoBy whose connection came up after its deadline: %v (crashed: %v), want ErrLate", err, fresh.Crashed())
@@ -304,25 +252,13 @@ func TestTCPDoByAfterSlowDial(t *testing.T) {
 // posted verbs first. Before, any error but a context's was taken for a
 // broken connection that may have lost them, and the client crashed.
 func TestTCPPostThenLateDoBy(t *testing.T) {
-	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	var hold atomic.Int64
-	proxy := delayProxy(t, ts.addr, &hold)
-	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy}, Token: testToken, Timeout: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx := t.Context()
-	c := p.NewComputeNode().NewClient()
-	a, err := c.Alloc(ctx, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newProxied(t, 1, 0)
+	ctx, c, a, hold := t.Context(), f.c, f.a[0], &f.hold
 	if err := c.Post(ctx, []remote.Op{remote.Write(a, []byte("posted!!"))}); err != nil {
 		t.Fatal(err)
 	}
 	hold.Store(int64(300 * time.Millisecond))
-	err = c.DoBy(ctx, []remote.Op{remote.Write(a.Add(8), []byte("too late"))}, c.Now()+50*time.Millisecond)
+	err := c.DoBy(ctx, []remote.Op{remote.Write(a.Add(8), []byte("too late"))}, c.Now()+50*time.Millisecond)
 	hold.Store(0)
 	if !errors.Is(err, remote.ErrLate) || c.Crashed() {
 		t.Fatalf("a late DoBy after a Post: %v (crashed: %v), want ErrLate", err, c.Crashed())
@@ -340,27 +276,50 @@ func TestTCPPostThenLateDoBy(t *testing.T) {
 // refuses as late, while another ran only a READ, changed no memory: it
 // returns ErrLate and its client does not crash.
 func TestTCPDoByLateWriteReadRan(t *testing.T) {
-	slow := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	fast := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
-	var hold atomic.Int64
-	proxy := delayProxy(t, slow.addr, &hold)
-	p, err := remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: []string{proxy, fast.addr}, Token: testToken, Timeout: 10 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c := p.NewComputeNode().NewClient()
-	ctx := t.Context()
-	var addrs [2]remote.Addr
-	for mn := range addrs {
-		if addrs[mn], err = c.AllocOn(ctx, mn, 8, 8); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := newProxied(t, 2, 0)
+	ctx, c, addrs, hold := t.Context(), f.c, f.a, &f.hold
 	hold.Store(int64(300 * time.Millisecond))
-	err = c.DoBy(ctx, []remote.Op{remote.Write(addrs[0], []byte("too late")), remote.Read(addrs[1], make([]byte, 8))}, c.Now()+50*time.Millisecond)
+	err := c.DoBy(ctx, []remote.Op{remote.Write(addrs[0], []byte("too late")), remote.Read(addrs[1], make([]byte, 8))}, c.Now()+50*time.Millisecond)
 	hold.Store(0)
 	if !errors.Is(err, remote.ErrLate) || c.Crashed() {
 		t.Fatalf("a late WRITE beside a READ that ran: %v (crashed: %v), want ErrLate", err, c.Crashed())
 	}
+}
+
+// proxied is a tcp pool whose memory node 0 is reached through a
+// delayBothProxy (hold: what clients send; back: what the node answers)
+// and, with two nodes, whose memory node 1 is reached directly; c is a
+// client of it and a[i] 16 bytes it allocated on memory node i.
+type proxied struct {
+	p          *remote.Pool
+	c          *remote.Client
+	a          []remote.Addr
+	hold, back atomic.Int64
+}
+
+// newProxied makes a proxied pool of nodes memory nodes whose proxy holds
+// the node's answers for welcome while the pool connects, closed when the
+// test ends.
+func newProxied(t *testing.T, nodes int, welcome time.Duration) *proxied {
+	t.Helper()
+	f := new(proxied)
+	f.back.Store(int64(welcome))
+	addrs := []string{delayBothProxy(t, startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip}).addr, &f.hold, &f.back)}
+	if nodes > 1 {
+		addrs = append(addrs, startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip}).addr)
+	}
+	var err error
+	if f.p, err = remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: addrs, Token: testToken, Timeout: 10 * time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.p.Close() })
+	f.c = f.p.NewComputeNode().NewClient()
+	for mn := range nodes {
+		a, err := f.c.AllocOn(t.Context(), mn, 16, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.a = append(f.a, a)
+	}
+	return f
 }
