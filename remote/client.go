@@ -96,8 +96,8 @@ func (c *Client) Do(ctx context.Context, ops []Op) error { return c.run(ctx, ops
 // leaves the time the verbs take to leave the machine; tcp checks there
 // too, and each memory node checks again, on its own clock, when its part
 // arrives (the deadline converted at the connection's handshake, early
-// by up to its round trip, on connections whose handshake took under 5
-// ms; a deadline more than a day ahead is none), so that a batch held up
+// by up to its round trip, on connections that read the node's clock
+// within 5 ms; a deadline more than a day ahead is none), so that a batch held up
 // on the way, by a stopped process or the network, does not run late. If some memory nodes
 // of a batch ran their part and another refused its part as late, the
 // outcome is neither: DoBy fails with ErrUnavailable, and the client

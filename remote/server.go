@@ -317,6 +317,8 @@ func (s *Server) serveFrames(br *bufio.Reader, bw *bufio.Writer) error {
 				out = appendRPCReply(out, &r)
 			}
 			s.reply(bw, frameHeader{typ: frameRPCOK, id: h.id}, out)
+		case frameClock:
+			s.reply(bw, frameHeader{typ: frameClock, id: h.id}, binary.LittleEndian.AppendUint64(appendStatus(out, nil), s.clock()))
 		case frameFabric:
 			if s.fabricInfo == nil {
 				out = appendStatus(out, fmt.Errorf("%w: this memory node serves no fabric endpoint", ErrBadRequest))

@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"net"
@@ -73,6 +74,16 @@ func TestTCPBatchBy(t *testing.T) {
 	}
 	if got := read(); string(got) != "in time!" {
 		t.Fatalf("a refused batch-by frame executed: the word reads %q", got)
+	}
+	r.id++
+	r.mustSend(rawFrame(rawVersion, rawClock, rawSignaled, r.id, nil))
+	f, err := r.read(5 * time.Second)
+	if err != nil || f.typ != rawClock || f.id != r.id {
+		t.Fatalf("a clock frame: answer of type %d, id %d, %v", f.typ, f.id, err)
+	}
+	code, _, rest, err := f.status()
+	if err != nil || code != codeOK || len(rest) != 8 || binary.LittleEndian.Uint64(rest) <= r.clock {
+		t.Fatalf("a clock frame: status %d, %d bytes (%x), %v; want the server's clock, past the welcome's %d", code, len(rest), rest, err, r.clock)
 	}
 }
 
@@ -181,15 +192,25 @@ func TestTCPDoByNoDeadline(t *testing.T) {
 // TestTCPSlowWelcome: a welcome that reaches the client late (a memory
 // node stopped between reading its clock for it and sending it) would
 // make every deadline converted with that reading early by the delay, and
-// the node refuse every batch as late; the link keeps no clock reading
-// from a handshake slower than a few milliseconds, and its batches are
-// held to the client's check alone.
+// the node refuse every batch as late. The link keeps no clock reading
+// from a handshake slower than a few milliseconds, so a batch in time
+// runs, and asks for the clock again until a reading comes back fast: the
+// memory node's check then holds on that link too (before, a link kept
+// the client's check alone for its life).
 func TestTCPSlowWelcome(t *testing.T) {
 	f := newProxied(t, 1, 300*time.Millisecond)
-	ctx, c, a, back := t.Context(), f.c, f.a[0], &f.back
+	ctx, c, a, hold, back := t.Context(), f.c, f.a[0], &f.hold, &f.back
 	back.Store(0)
 	if err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("in time!"))}, c.Now()+100*time.Millisecond); err != nil {
 		t.Fatalf("DoBy with 100 ms to go on a link whose welcome came 300 ms late: %v", err)
+	}
+	// The link's readings of the clock come 50, 100, 200, 400 ms … apart.
+	time.Sleep(2 * time.Second)
+	hold.Store(int64(300 * time.Millisecond))
+	err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, c.Now()+50*time.Millisecond)
+	hold.Store(0)
+	if !errors.Is(err, remote.ErrLate) {
+		t.Fatalf("a frame held 300 ms, 2 s after a slow handshake on its link: %v, want ErrLate", err)
 	}
 }
 

@@ -33,6 +33,7 @@ const (
 	rawRPC     = 5
 	rawRPCOK   = 6
 	rawBatchBy = 8
+	rawClock   = 9
 
 	rawSignaled = 1
 

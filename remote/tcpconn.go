@@ -88,6 +88,50 @@ func (sc serverClock) deadline(t time.Time) uint64 {
 	return uint64(max(int64(sc.ns)+int64(t.Sub(sc.at)), 0)) // a server's clock and a deadline stay far below 2^62 ns
 }
 
+// resync asks the memory node for its clock on link l (a clock frame)
+// until a reading comes back within maxClockRTT, at growing intervals (at
+// most clockProbeMax apart), for a link whose handshake was slower: its
+// batches get the node's deadline check from then on. It stops when the
+// link is replaced or the transport closes.
+func (c *tcpConn) resync(l *tcpLink) {
+	gap := clockProbeMin
+	for {
+		select {
+		case <-c.t.life.Done():
+			return
+		case <-time.After(gap):
+		}
+		gap = min(2*gap, clockProbeMax)
+		c.mu.Lock()
+		current := c.link == l
+		c.mu.Unlock()
+		if !current {
+			return
+		}
+		call := newTCPCall()
+		call.isRPC, call.clock = true, true
+		sent := time.Now()
+		if _, err := c.write(c.t.life, c.t.deadline(), call, frameHeader{typ: frameClock, flags: flagSignaled}, 0, func(b []byte) []byte { return b }, 0); err != nil {
+			continue
+		}
+		if err := c.awaitCtx(c.t.life, call); err != nil || call.link != l {
+			continue
+		}
+		if at := time.Now(); at.Sub(sent) <= maxClockRTT {
+			c.mu.Lock()
+			l.clock = serverClock{ns: call.serverNs, at: at, ok: true}
+			c.mu.Unlock()
+			return
+		}
+	}
+}
+
+// The intervals of resync's readings.
+const (
+	clockProbeMin = 50 * time.Millisecond
+	clockProbeMax = 10 * time.Second
+)
+
 // tcpCall is one request waiting for its reply.
 type tcpCall struct {
 	done     chan error
@@ -100,6 +144,8 @@ type tcpCall struct {
 	rpc      rpcReply
 	isRPC    bool
 	fabric   bool           // a frameFabric request
+	clock    bool           // a frameClock request
+	serverNs uint64         // its reply
 	endpoint fabricEndpoint // its reply
 	poster   *Client        // batch: the client it is sent for (nil: none to record)
 	// leaveBy, if not zero, is the batch's deadline (Client.DoBy,
@@ -449,6 +495,9 @@ func (c *tcpConn) redial(d *tcpDial, by time.Time) {
 		c.gen++
 		c.link = &tcpLink{c: c, nc: nc, gen: c.gen, pending: map[uint64]*tcpCall{}, clock: clock}
 		go c.link.readLoop()
+		if !clock.ok {
+			go c.resync(c.link)
+		}
 	}
 	if err != nil && nc != nil {
 		nc.Close()
@@ -801,6 +850,11 @@ func (call *tcpCall) decode(h frameHeader, p []byte) error {
 	switch {
 	case call.fabric && h.typ == frameFabric:
 		call.endpoint, err = decodeFabricEndpoint(rest)
+	case call.clock && h.typ == frameClock:
+		if len(rest) != 8 {
+			return fmt.Errorf("%w: a clock reply of %d bytes", ErrUnavailable, len(rest))
+		}
+		call.serverNs = binary.LittleEndian.Uint64(rest)
 	case call.isRPC && h.typ == frameRPCOK:
 		call.rpc, err = decodeRPCReply(rest)
 	case !call.isRPC && h.typ == frameBatchOK:

@@ -31,7 +31,9 @@ import (
 // value. A batch with one invalid verb executes nothing. A batch-by frame
 // (signaled only) is u64 a deadline on the server's clock, then a batch
 // payload: a server that would execute it later executes nothing and
-// answers ErrLate (remote.Client.DoBy).
+// answers ErrLate (remote.Client.DoBy). A clock frame asks for the
+// server's clock again, for a client whose handshake was too slow to
+// convert deadlines with the welcome's.
 //
 // An rpc payload is u8 kind, u64 size, u64 align, u64 fallback size, u64
 // fallback align, u64 pool id, u32 node index, u32 the pool's number of
@@ -42,7 +44,7 @@ import (
 // A status is u8 code (0 = success, else an error code naming a sentinel)
 // and, when not 0, u16 length and a message.
 const (
-	wireVersion   = 3 // 2: join requests carry the pool's node count; 3: the welcome's clock, batch-by frames
+	wireVersion   = 3 // 2: join requests carry the pool's node count; 3: the welcome's clock, batch-by and clock frames
 	maxFrame      = 64 << 20
 	maxBatchVerbs = 1 << 16
 	maxToken      = 4096
@@ -55,6 +57,7 @@ const (
 	frameRPCOK   = 6 // server: status, rpcReply
 	frameFabric  = 7 // client: ask for the fabric endpoint; server: status, fabricInfo
 	frameBatchBy = 8 // client: u64 deadline on the server's clock, then a batch; always signaled
+	frameClock   = 9 // client: nothing, signaled; server: status, u64 the server's clock
 
 	flagSignaled = 1
 )
