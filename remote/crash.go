@@ -72,12 +72,8 @@ func lostOutcome(ops []Op, err error) bool {
 	if errors.Is(err, errPostedLost) {
 		return true // unsignaled verbs of before, whatever this batch holds
 	}
-	mutating := false
-	for i := range ops {
-		mutating = mutating || ops[i].Kind != OpRead
-	}
 	switch {
-	case !mutating:
+	case !changes(ops, nil):
 		return false
 	case errors.Is(err, ErrUnavailable):
 		return true

@@ -169,10 +169,7 @@ func (c *tcpConn) endpoint(ctx context.Context) (fabricEndpoint, error) {
 	call := newTCPCall()
 	call.isRPC = true
 	call.fabric = true
-	if _, err := c.write(ctx, c.t.deadline(), call, frameHeader{typ: frameFabric, flags: flagSignaled}, 0, func(b []byte) []byte { return b }, 0); err != nil {
-		return fabricEndpoint{}, err
-	}
-	if err := c.awaitCtx(ctx, call); err != nil {
+	if err := c.request(ctx, call, frameFabric); err != nil {
 		return fabricEndpoint{}, err
 	}
 	return call.endpoint, nil

@@ -25,14 +25,12 @@ func newLocal(p *Pool) *local {
 // overlaps it, as a NIC applies a posted batch (stripes.go).
 func (l *local) exec(_ context.Context, c *Client, ops []Op, _ bool) error {
 	var held stripeSet
-	changes := false
 	for i := range ops {
 		if o := &ops[i]; o.Kind != OpRead {
 			held.add(o.Addr, uint64(o.size()))
-			changes = true
 		}
 	}
-	if changes {
+	if !held.empty() {
 		held.lock()
 		defer held.unlock()
 		if c.by != 0 && c.Now() > c.by {

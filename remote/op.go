@@ -1,6 +1,9 @@
 package remote
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // OpKind is the kind of a one-sided verb.
 type OpKind uint8
@@ -65,4 +68,13 @@ func (o *Op) size() int {
 		return len(o.Buf)
 	}
 	return 8
+}
+
+// changes reports whether the verbs idx of ops (all of them if idx is
+// nil) change memory: a WRITE, CAS or FAA.
+func changes(ops []Op, idx []int32) bool {
+	if idx == nil {
+		return slices.ContainsFunc(ops, func(o Op) bool { return o.Kind != OpRead })
+	}
+	return slices.ContainsFunc(idx, func(i int32) bool { return ops[i].Kind != OpRead })
 }

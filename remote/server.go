@@ -284,8 +284,10 @@ func (s *Server) serveFrames(br *bufio.Reader, bw *bufio.Writer) error {
 			if errors.Is(err, errBadFrame) {
 				return err
 			}
-			if now := s.clock(); err == nil && h.typ == frameBatchBy && now > by {
-				err = fmt.Errorf("%w: the batch reached the memory node %v after its deadline", ErrLate, time.Duration(now-by))
+			if h.typ == frameBatchBy && err == nil {
+				if now := s.clock(); now > by {
+					err = fmt.Errorf("%w: the batch reached the memory node %v after its deadline", ErrLate, time.Duration(now-by))
+				}
 			}
 			if err == nil {
 				for i := range dec.ops {

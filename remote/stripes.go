@@ -54,6 +54,9 @@ func (s *stripeSet) add(a Addr, n uint64) {
 	}
 }
 
+// empty reports whether the set has no stripe.
+func (s *stripeSet) empty() bool { return s.n == 0 && s.many == nil }
+
 // insert adds stripe i.
 func (s *stripeSet) insert(i uint16) {
 	if s.many == nil {

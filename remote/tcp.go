@@ -292,17 +292,6 @@ func (t *tcpTransport) exec(ctx context.Context, c *Client, ops []Op, signaled b
 	return err
 }
 
-// changes reports whether the verbs idx of ops change memory (a WRITE,
-// CAS or FAA).
-func changes(ops []Op, idx []int32) bool {
-	for _, i := range idx {
-		if ops[i].Kind != OpRead {
-			return true
-		}
-	}
-	return false
-}
-
 // maxDeadlineAhead bounds the DoBy deadlines a batch carries to its memory
 // nodes: one further ahead means none (callers pass math.MaxInt64 for
 // that), and converting it would overflow.

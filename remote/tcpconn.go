@@ -111,10 +111,7 @@ func (c *tcpConn) resync(l *tcpLink) {
 		call := newTCPCall()
 		call.isRPC, call.clock = true, true
 		sent := time.Now()
-		if _, err := c.write(c.t.life, c.t.deadline(), call, frameHeader{typ: frameClock, flags: flagSignaled}, 0, func(b []byte) []byte { return b }, 0); err != nil {
-			continue
-		}
-		if err := c.awaitCtx(c.t.life, call); err != nil || call.link != l {
+		if err := c.request(c.t.life, call, frameClock); err != nil || call.link != l {
 			continue
 		}
 		if at := time.Now(); at.Sub(sent) <= maxClockRTT {
@@ -124,6 +121,15 @@ func (c *tcpConn) resync(l *tcpLink) {
 			return
 		}
 	}
+}
+
+// request sends call, a signaled frame of type typ without a payload, and
+// waits for its reply until ctx ends.
+func (c *tcpConn) request(ctx context.Context, call *tcpCall, typ uint8) error {
+	if _, err := c.write(ctx, c.t.deadline(), call, frameHeader{typ: typ, flags: flagSignaled}, 0, func(b []byte) []byte { return b }, 0); err != nil {
+		return err
+	}
+	return c.awaitCtx(ctx, call)
 }
 
 // The intervals of resync's readings.
