@@ -3,7 +3,6 @@ package sherman
 import (
 	"context"
 	"errors"
-	"slices"
 
 	"github.com/dmindex/dmindex/internal/depot"
 	"github.com/dmindex/dmindex/remote"
@@ -24,10 +23,7 @@ func (t *Tree) handOn(ctx context.Context, idle []*session) {
 	for i, s := range idle {
 		cs[i] = s.c
 	}
-	if c := depot.Poster(cs); c != nil {
-		others := slices.DeleteFunc(cs, func(o *remote.Client) bool { return o == c })
-		_ = depot.HandOn(ctx, c, t.meta.Add(offMetaDepot), depot.Leftovers(nil, t.cn, others...))
-	}
+	_ = depot.HandOn(ctx, t.cn, cs, t.meta.Add(offMetaDepot), nil)
 }
 
 // adopt gives the memory that compute nodes which closed the tree left in
@@ -42,7 +38,7 @@ func (s *session) adopt(ctx context.Context) {
 // memory adopt gave the compute node and the rest of s's chunks.
 func (s *session) giveBack(ctx context.Context) {
 	if !s.t.meta.IsNil() {
-		_ = depot.HandOn(ctx, s.c, s.t.meta.Add(offMetaDepot), depot.Leftovers(nil, s.t.cn))
+		_ = depot.HandOn(ctx, s.t.cn, []*remote.Client{s.c}, s.t.meta.Add(offMetaDepot), nil)
 	}
 }
 

@@ -31,12 +31,8 @@ func (t *Tree) handOn(ctx context.Context, idle []*session) {
 	for i, s := range idle {
 		cs[i] = s.c
 	}
-	c := depot.Poster(cs)
-	if c == nil {
-		return
-	}
-	es := depot.Leftovers(nil, t.cn, slices.DeleteFunc(cs, func(o *remote.Client) bool { return o == c })...)
-	if t.opts.Reclaim {
+	var es []depot.Entry
+	if c := depot.Poster(cs); c != nil && t.opts.Reclaim {
 		// A last Reclaim moves the epoch on, which a node that lives for
 		// less than a ReclaimInterval would otherwise never do, and frees
 		// what it can.
@@ -49,7 +45,7 @@ func (t *Tree) handOn(ctx context.Context, idle []*session) {
 			es = append(es, depot.Entry{Kind: depot.Free, Addr: x.Addr, Size: x.Size, Tau: tau})
 		}
 	}
-	_ = depot.HandOn(ctx, c, t.rootSlot.Add(depotOff), es)
+	_ = depot.HandOn(ctx, t.cn, cs, t.rootSlot.Add(depotOff), es)
 }
 
 // adopt takes what compute nodes that closed the tree left in its depot,
@@ -65,7 +61,7 @@ func (t *Tree) adopt(ctx context.Context, c *remote.Client) []depot.Entry {
 // failed after it: the leaves it returned, and the unused memory it gave
 // the compute node, with the rest of c's chunks.
 func (t *Tree) giveBack(ctx context.Context, c *remote.Client, leaves []depot.Entry) {
-	_ = depot.HandOn(ctx, c, t.rootSlot.Add(depotOff), depot.Leftovers(leaves, t.cn))
+	_ = depot.HandOn(ctx, t.cn, []*remote.Client{c}, t.rootSlot.Add(depotOff), leaves)
 }
 
 // settle hands the leaves adopt returned to reclamation, once the node

@@ -211,17 +211,30 @@ func Push(ctx context.Context, c *remote.Client, head remote.Addr, es []Entry) e
 	return fmt.Errorf("depot: %w: the head moved %d times", remote.ErrBadRequest, maxPushes)
 }
 
-// HandOn publishes es and then the rest of c's chunks (c.Leftovers) on
-// the depot whose head word is at head, with c, for a compute node that
-// leaves: the records of es come out of its Unused memory or c's chunks,
-// those of c's rest out of that rest. A rest too small to hold a record
-// (less than a few hundred bytes per memory node) is dropped rather than
-// costing a new chunk.
-func HandOn(ctx context.Context, c *remote.Client, head remote.Addr, es []Entry) error {
+// HandOn publishes, for a compute node cn that leaves a structure, es and
+// what cn and its idle clients cs hold of the memory they were given (the
+// rest of the clients' chunks, cn's Spares), on the depot whose head word
+// is at head. It pushes with the first of cs that has not crashed
+// (Poster), and nothing if there is none: the records of es come out of
+// the Unused memory or that client's chunks, and that client's rest goes
+// last, in records carved out of it (a rest too small to hold one, a few
+// hundred bytes per memory node, is dropped rather than costing a new
+// chunk).
+func HandOn(ctx context.Context, cn *remote.ComputeNode, cs []*remote.Client, head remote.Addr, es []Entry) error {
+	c := Poster(cs)
+	if c == nil {
+		return nil
+	}
+	es = leftovers(es, cn)
+	for _, o := range cs {
+		if o != c {
+			es = leftovers(es, nil, o)
+		}
+	}
 	if err := Push(ctx, c, head, es); err != nil {
 		return err
 	}
-	rest := Leftovers(nil, nil, c)
+	rest := leftovers(nil, nil, c)
 	need := uint64(recordBytes(capacityFor(len(rest), math.MaxInt64)))
 	if !slices.ContainsFunc(rest, func(e Entry) bool { return e.Size >= need }) {
 		return nil
@@ -308,11 +321,10 @@ func readRecords(ctx context.Context, c *remote.Client, first remote.Addr) ([]En
 	return es, recs, nil
 }
 
-// Leftovers appends to es an Unused entry for each extent of the
+// leftovers appends to es an Unused entry for each extent of the
 // Leftovers of the clients cs (remote.Client.Leftovers), which must be
-// idle, and for each of cn's Spares: what a compute node leaving a
-// structure would lose of the memory it was given (cn may be nil: none).
-func Leftovers(es []Entry, cn *remote.ComputeNode, cs ...*remote.Client) []Entry {
+// idle, and for each of cn's Spares (cn may be nil: none).
+func leftovers(es []Entry, cn *remote.ComputeNode, cs ...*remote.Client) []Entry {
 	add := func(xs []remote.Extent) {
 		for _, x := range xs {
 			es = append(es, Entry{Kind: Unused, Addr: x.Addr, Size: x.Size})

@@ -901,7 +901,7 @@ func TestLeftoversReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	given := []Entry{{Kind: Retired, Addr: remote.MakeAddr(1, 1<<20), Size: 8, Tau: 1}, {Kind: Free, Addr: remote.MakeAddr(1, 2<<20), Size: 8, Tau: 2}}
-	es := Leftovers(slices.Clone(given), cn, c1, c2)
+	es := leftovers(slices.Clone(given), cn, c1, c2)
 	if len(es) != 5 || !slices.Equal(es[:2], given) {
 		t.Fatalf("Leftovers = %+v, want the entries given, two chunks' rests and a spare", es)
 	}
@@ -922,7 +922,7 @@ func TestLeftoversReuse(t *testing.T) {
 	if cn.SpareBytes() != 0 {
 		t.Errorf("SpareBytes = %d after Leftovers took the spares", cn.SpareBytes())
 	}
-	if again := Leftovers(nil, cn, c1, c2); len(again) != 0 {
+	if again := leftovers(nil, cn, c1, c2); len(again) != 0 {
 		t.Errorf("second Leftovers = %+v, want none", again)
 	}
 
@@ -970,7 +970,7 @@ func TestHandOnKeepsNothing(t *testing.T) {
 	for i := range 3000 {
 		es = append(es, Entry{Kind: Retired, Addr: remote.MakeAddr(0, uint64(1<<20+64*i)), Size: 64, Tau: 1})
 	}
-	if err := HandOn(ctx, c, head, es); err != nil {
+	if err := HandOn(ctx, c.ComputeNode(), []*remote.Client{c}, head, es); err != nil {
 		t.Fatal(err)
 	}
 	if rest := c.Leftovers(); len(rest) != 0 {
