@@ -2,7 +2,9 @@ package indextest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/dmindex/dmindex/index"
@@ -52,9 +54,6 @@ func runCycles(t *testing.T, tg Target, seed uint64, restart bool) uint64 {
 		ops  = 1_500
 		name = "indextest/restarts"
 	)
-	// Three sizes: objects are reused by size, so that more sizes take
-	// more cycles to settle.
-	sizes := []int{8, 100, 300}
 	rng := newRand(seed)
 	p := newPool(t, remote.Config{MemoryNodes: 2, NodeBytes: 4 << 20, ChunkBytes: restartChunk, Sim: &remote.SimConfig{Seed: seed}})
 	ctx := t.Context()
@@ -72,28 +71,8 @@ func runCycles(t *testing.T, tg Target, seed uint64, restart bool) uint64 {
 				on = resident
 			}
 			k := key(rng.IntN(keys + grow*cycle))
-			switch r := rng.IntN(10); {
-			case r < 5:
-				v := bytes.Repeat([]byte{byte(op)}, tg.vlen(sizes[rng.IntN(len(sizes))]))
-				if err := on.Put(ctx, k, v); err != nil {
-					t.Fatalf("restart %v, cycle %d, op %d: Put(%q): %v", restart, cycle, op, k, err)
-				}
-				o.put(k, v)
-			case r < 8:
-				found, err := on.Delete(ctx, k)
-				if err != nil {
-					t.Fatalf("restart %v, cycle %d, op %d: Delete(%q): %v", restart, cycle, op, k, err)
-				}
-				if want := o.del(k); found != want {
-					t.Fatalf("restart %v, cycle %d, op %d: Delete(%q) found %v, the oracle %v", restart, cycle, op, k, found, want)
-				}
-			default:
-				v, ok, err := on.Get(ctx, k)
-				want, wok := o.get(k)
-				if err != nil || ok != wok || string(v) != want {
-					t.Fatalf("restart %v, cycle %d, op %d: Get(%q) = %d bytes, %v, %v; the oracle has %d bytes, %v",
-						restart, cycle, op, k, len(v), ok, err, len(want), wok)
-				}
+			if err := restartStep(ctx, tg, on, o, rng, k, byte(op)); err != nil {
+				t.Fatalf("restart %v, cycle %d, op %d: %v", restart, cycle, op, err)
 			}
 		}
 		if restart && cycle < restartCycles-1 {
@@ -182,9 +161,9 @@ func runProcessCycles(t *testing.T, tg Target, p *remote.Pool, seed uint64, rest
 	}
 	name := fmt.Sprintf("indextest/process-restarts-%v", restart)
 	cfg := *tg.Config
-	oracles := make([]map[string]string, workers)
+	oracles := make([]*oracle, workers)
 	for w := range oracles {
-		oracles[w] = map[string]string{}
+		oracles[w] = newOracle()
 	}
 	key := func(w, i int) []byte { return tg.fitKey(fmt.Appendf(nil, "proc-%d-%05d", w, i)) }
 	ctx := t.Context()
@@ -209,29 +188,9 @@ func runProcessCycles(t *testing.T, tg Target, p *remote.Pool, seed uint64, rest
 				o := oracles[w]
 				for op := range ops {
 					k := key(w, rng.IntN(keys*(cycle+1)))
-					switch r := rng.IntN(10); {
-					case r < 5:
-						v := bytes.Repeat([]byte{byte(op)}, tg.vlen([]int{8, 100, 300}[rng.IntN(3)]))
-						if err := idx.Put(ctx, k, v); err != nil {
-							errs <- fmt.Errorf("cycle %d: Put(%q): %w", cycle, k, err)
-							return
-						}
-						o[string(k)] = string(v)
-					case r < 8:
-						found, err := idx.Delete(ctx, k)
-						_, want := o[string(k)]
-						if err != nil || found != want {
-							errs <- fmt.Errorf("cycle %d: Delete(%q) = %v, %v; the oracle has it: %v", cycle, k, found, err, want)
-							return
-						}
-						delete(o, string(k))
-					default:
-						v, ok, err := idx.Get(ctx, k)
-						want, wok := o[string(k)]
-						if err != nil || ok != wok || string(v) != want {
-							errs <- fmt.Errorf("cycle %d: Get(%q) = %d bytes, %v, %v; the oracle has %d bytes, %v", cycle, k, len(v), ok, err, len(want), wok)
-							return
-						}
+					if err := restartStep(ctx, tg, idx, o, rng, k, byte(op)); err != nil {
+						errs <- fmt.Errorf("cycle %d: %w", cycle, err)
+						return
 					}
 				}
 				errs <- nil
@@ -259,4 +218,34 @@ func runProcessCycles(t *testing.T, tg Target, p *remote.Pool, seed uint64, rest
 			t.Fatalf("restart %v: %v", restart, failed)
 		}
 	}
+}
+
+// restartSizes are the value sizes of the restart workloads: objects are
+// reused by size, so that more sizes take more cycles to settle.
+var restartSizes = []int{8, 100, 300}
+
+// restartStep runs one random operation of the restart workloads on idx
+// for key k and checks it against o, which it updates: a Put half the
+// time (a value of one of restartSizes, of bytes fill), a Delete three
+// times in ten, else a Get. It returns what went wrong.
+func restartStep(ctx context.Context, tg Target, idx index.Index, o *oracle, rng *rand.Rand, k []byte, fill byte) error {
+	switch r := rng.IntN(10); {
+	case r < 5:
+		v := bytes.Repeat([]byte{fill}, tg.vlen(restartSizes[rng.IntN(len(restartSizes))]))
+		if err := idx.Put(ctx, k, v); err != nil {
+			return fmt.Errorf("Put(%q): %w", k, err)
+		}
+		o.put(k, v)
+	case r < 8:
+		found, err := idx.Delete(ctx, k)
+		if want := o.del(k); err != nil || found != want {
+			return fmt.Errorf("Delete(%q) = %v, %v; the oracle has it: %v", k, found, err, want)
+		}
+	default:
+		v, ok, err := idx.Get(ctx, k)
+		if want, wok := o.get(k); err != nil || ok != wok || string(v) != want {
+			return fmt.Errorf("Get(%q) = %d bytes, %v, %v; the oracle has %d bytes, %v", k, len(v), ok, err, len(want), wok)
+		}
+	}
+	return nil
 }
