@@ -97,11 +97,11 @@ func (c *Client) Do(ctx context.Context, ops []Op) error { return c.run(ctx, ops
 // too, and each memory node checks again, on its own clock, when its part
 // arrives (the deadline converted at the connection's handshake, early
 // by up to its round trip, on connections that read the node's clock
-// within 5 ms; a deadline more than a day ahead is none), so that a batch held up
-// on the way, by a stopped process or the network, does not run late. If some memory nodes
-// of a batch ran their part and another refused its part as late, the
-// outcome is neither: DoBy fails with ErrUnavailable, and the client
-// crashes (Crashed).
+// within 5 ms; a deadline more than a day ahead is none), so that a batch
+// held up on the way, by a stopped process or the network, does not run
+// late. If some memory nodes of a batch changed memory with their part
+// and another refused its part as late, the outcome is neither: DoBy
+// fails with ErrUnavailable, and the client crashes (Crashed).
 func (c *Client) DoBy(ctx context.Context, ops []Op, by time.Duration) error {
 	return c.runBy(ctx, ops, by, true)
 }

@@ -87,9 +87,9 @@ type Options struct {
 	// node's clients dead and takes their locks over (docs/recovery.md).
 	// Zero means 10 × ReclaimInterval with Reclaim, registry.DefaultLease
 	// (1 s) without; with Reclaim it must exceed ReclaimInterval, which is
-	// then the interval of the node's heartbeats. A client the tree itself saw stop (an injected
-	// fault, remote.ErrCrashed) is judged dead at once, whatever the
-	// lease. It must be well above an operation's latency: a node paused
+	// then the interval of the node's heartbeats. A client the tree itself
+	// saw stop (an injected fault, remote.ErrCrashed) is judged dead at
+	// once, whatever the lease. It must be well above an operation's latency: a node paused
 	// longer than a lease may find a lock it held taken over, and with a
 	// lease below the latency of a round trip operations fail with
 	// ErrContention (every batch under a lock is late for its deadline).
