@@ -55,7 +55,10 @@ func TestInsertFromCache(t *testing.T) {
 						step, k, gotRTT, gotWon, gotLost, rtt, won, lost)
 				}
 			}
-			for _, k := range []string{"ka", "kb", "kc", "kd", "ke"} { // a NODE_16 under 'k'
+			// A NODE_16 under 'k': the root, sparse, gets a NODE_2, which
+			// grows through NODE_4. From then on the root is dense (all its
+			// children are nodes), and a leaf split under it makes a NODE_8.
+			for _, k := range []string{"ka", "kb", "kc", "kd", "ke"} {
 				put(tr, k)
 			}
 
@@ -74,22 +77,26 @@ func TestInsertFromCache(t *testing.T) {
 			put(other, "kj")
 			check("lost to the same byte", tr, "kjx", 0, 0, 1)
 
-			for _, k := range []string{"ma", "mb", "mc", "md"} { // a full NODE_4 under 'm'
+			for _, k := range []string{"ma", "mb", "mc", "md", "me", "mf", "mg", "mh"} { // a full NODE_8 under 'm'
 				put(tr, k)
 			}
-			check("full node", tr, "me", 0, 0, 0)
+			check("full node", tr, "mi", 0, 0, 0)
 
-			put(tr, "pqra") // a NODE_2 with the compressed path "qr", an entry of its own
+			put(tr, "pqra") // a NODE_8 with the compressed path "qr", an entry of its own
 			put(tr, "pqrb")
-			put(tr, "pqrc") // moves it to a NODE_4
-			check("own entry", tr, "pqrd", 1, 1, 0)
+			check("own entry", tr, "pqrc", 1, 1, 0)
 
-			for _, k := range []string{"sa", "sb", "sc"} {
+			for _, k := range []string{"sa", "sb", "sc", "sd", "se", "sf"} {
 				put(tr, k)
 			}
-			put(other, "sd")
-			put(other, "se") // the NODE_4 moves: tr's snapshot names frozen slots
-			check("moved node", tr, "sf", 0, 0, 1)
+			put(other, "sg")
+			put(other, "sh")
+			put(other, "si") // the NODE_8 moves: tr's snapshot names frozen slots
+			// The nodes under 'm' and 's' are NODE_32s now.
+			if st := treeShape(t, tr); st.types[node32] != 2 {
+				t.Fatalf("nodes by type %v: the node under 's' did not move to a NODE_32", st.types)
+			}
+			check("moved node", tr, "sj", 0, 0, 1)
 
 			// Another compute node inserts before every insert of tr: each
 			// snapshot is one slot stale, and the tree stops trying.
@@ -161,12 +168,14 @@ func TestFollowForward(t *testing.T) {
 		}
 		return tr.cn.Stats().RoundTrips - rt
 	}
-	// A NODE_4 kept in the root's entry, then two NODE_16s with entries
-	// of their own (more than artcache.MaxChildSlots slots).
+	// A NODE_4 kept in the root's entry (the root is sparse: a NODE_2
+	// grows to it), then, under the root grown dense, two NODE_8s that
+	// grow to full NODE_32s with entries of their own (more than
+	// artcache.MaxChildSlots slots).
 	for b := byte('a'); b < 'e'; b++ {
 		put(key('c', b))
 	}
-	for b := byte('a'); b < 'a'+16; b++ {
+	for b := byte('a'); b < 'a'+32; b++ {
 		put(key('k', b))
 		put(key('m', b))
 	}
@@ -182,15 +191,16 @@ func TestFollowForward(t *testing.T) {
 	if rtt := get(key('c', 'e')); rtt != 1 {
 		t.Errorf("the next Get took %d round trips, want 1", rtt)
 	}
-	put(key('k', 'q')) // both move to NODE_32s
-	put(key('m', 'q'))
-	if rtt := get(key('k', 'q')); rtt != 3 {
+	const last = 'a' + 32
+	put(key('k', last)) // both move to NODE_64s
+	put(key('m', last))
+	if rtt := get(key('k', last)); rtt != 3 {
 		t.Errorf("Get through a moved node with an entry of its own took %d round trips, want 3", rtt)
 	}
 	if _, ok := tr.cache.Get(nil); !ok {
 		t.Fatal("the root's entry is not cached")
 	}
-	if rtt := get(key('m', 'q')); rtt != 3 {
+	if rtt := get(key('m', last)); rtt != 3 {
 		t.Errorf("the second Get through a moved node took %d round trips, want 3", rtt)
 	}
 	if e, ok := tr.cache.Get(nil); ok {

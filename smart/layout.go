@@ -118,15 +118,17 @@ func (s slot) String() string {
 // 1<<(t+1). By default a node is allocated at its type's size (allocBytes)
 // and moves when it is full (docs/smart-node-growth.md); with
 // Options.PaperNodes every node has room for 256 slots and switches type in
-// place, as in the paper. NODE_2 exists only by size class: a leaf split
-// under a sparse node creates one (Tree.splitType), where the paper's
-// smallest type is NODE_4.
+// place, as in the paper. By size class a leaf split creates a NODE_2
+// under a sparse node and a NODE_8 under a dense one (Tree.splitType),
+// where the paper's creates a NODE_4.
 type nodeType uint8
 
 const (
 	node2   nodeType = 0
 	node4   nodeType = 1
+	node8   nodeType = 2
 	node16  nodeType = 3
+	node32  nodeType = 4
 	node64  nodeType = 5
 	node256 nodeType = 7
 )
@@ -142,18 +144,23 @@ func (t nodeType) capacity() int { return 1 << (t + 1) }
 func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
 
 // grown is the type a full node of type t moves to: NODE_2 → NODE_4 →
-// NODE_16 → NODE_32 → NODE_64 → NODE_256. NODE_4 and the largest grow
-// fourfold, so a node moves at most maxMoves times in its life (one that
-// starts as a NODE_2 once more than one that starts as a NODE_4, the
-// first move of two children) and one that ends with
-// 256 children has cost 116 slot freezes and 116 pointer moves (252 each
-// one type at a time); NODE_32 is kept because a node two levels above
-// random keys most often ends with 10 to 25 children, for which a NODE_64
-// would leave most slots empty (docs/results/README.md, "Memory-node
-// footprint").
+// NODE_16 → NODE_32 → NODE_64 → NODE_256, and NODE_8 → NODE_32. NODE_4,
+// NODE_8 and NODE_64 grow fourfold, so a node moves at most maxMoves times
+// in its life (one that starts as a NODE_2 once more than one that starts
+// as a NODE_4, the first move of two children; one that starts as a
+// NODE_8 at most three times) and one that ends with 256 children has
+// cost at most 116 slot freezes and 116 pointer moves (252 each one type
+// at a time); NODE_32 is kept because a node two levels above random keys
+// most often ends with 10 to 40 children, for which a NODE_64 would leave
+// most slots empty (docs/results/README.md, "Memory-node footprint"). A
+// NODE_8 is created under a dense node, where the keys of a young tree
+// collide by a few and those of a grown one by dozens: it holds the few
+// without moving, and the dozens cost it one move, to the NODE_32 that
+// the NODE_4's two moves reached (docs/smart-node-growth.md, "The first
+// type").
 func (t nodeType) grown() nodeType {
 	switch t {
-	case node4, node64:
+	case node4, node8, node64:
 		return t + 2
 	}
 	return min(t+1, node256)

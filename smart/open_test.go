@@ -121,14 +121,15 @@ func TestOpenBadOptions(t *testing.T) {
 // TestOpenOldFormat: a tree created by an earlier format (SMARTv1: 64-byte
 // leaf classes; SMARTv2: the leaf checksum after the meta word; SMARTv3:
 // 16-byte leaf classes and a checksum word; SMARTv4: no NODE_2, which its
-// readers refuse) is refused
+// readers refuse; SMARTv5: a NODE_8 grows to NODE_16, where the movers and
+// readers of SMARTv6 take it to a NODE_32) is refused
 // with a clear error (ErrCorrupt naming the format), and its region is left
 // as it was.
 func TestOpenOldFormat(t *testing.T) {
 	for _, old := range []struct {
 		name  string
 		magic uint64
-	}{{"SMARTv1", formatMagicV1}, {"SMARTv2", formatMagicV2}, {"SMARTv3", formatMagicV3}, {"SMARTv4", formatMagicV4}} {
+	}{{"SMARTv1", formatMagicV1}, {"SMARTv2", formatMagicV2}, {"SMARTv3", formatMagicV3}, {"SMARTv4", formatMagicV4}, {"SMARTv5", formatMagicV5}} {
 		t.Run(old.name, func(t *testing.T) {
 			ctx := context.Background()
 			p, err := remote.NewPool(remote.Config{MemoryNodes: 1, NodeBytes: 1 << 20})

@@ -270,17 +270,24 @@ func (s *session) chainAlloc(ctx context.Context, cur cursor, typ nodeType) (rem
 
 // splitType is the type of a node that a leaf split creates under a slot
 // of a node that is dense or not (parentDense): the paper's NODE_4 with
-// Options.PaperNodes; otherwise a NODE_4 under a dense node and a NODE_2
+// Options.PaperNodes; otherwise a NODE_8 under a dense node and a NODE_2
 // under any other. Under a dense node a key is likely to be followed by
-// others (the nodes two levels above random keys end with 15 to 30
-// children at 1 M keys); under a sparse one two keys sharing a slot are a
-// rare collision, and a third rarer still (the nodes three levels down at
-// 1 M random keys, about 60 k of them, hold two leaves almost all), so
-// NODE_2's 32 bytes save 16 on each, and the rare node that grows moves
-// once more (docs/smart-node-growth.md, "The first type").
+// others: the nodes two levels above YCSB's keys end with about 3
+// children at 100 k keys and 30 at 1 M, and a NODE_8 holds the first
+// without moving (a NODE_4 moved for the fifth, one in five of them at
+// 100 k) and reaches a NODE_32 for the second in one move (NODE_8 grows
+// fourfold, where a NODE_4 took two). Under a sparse node two keys sharing
+// a slot are a rare collision, and a third rarer still (the nodes three
+// levels down at 1 M random keys, about 60 k of them, hold two leaves
+// almost all), so NODE_2's 32 bytes save 16 on each, and the rare node
+// that grows moves once more (docs/smart-node-growth.md, "The first
+// type").
 func (t *Tree) splitType(dense bool) nodeType {
-	if t.opts.PaperNodes || dense {
+	switch {
+	case t.opts.PaperNodes:
 		return node4
+	case dense:
+		return node8
 	}
 	return node2
 }
@@ -290,7 +297,8 @@ func (t *Tree) splitType(dense bool) nodeType {
 // the cache entry (or the small child an entry keeps) the traversal
 // started from. Without either it reports false: the choice is only a
 // node's size, never a matter of correctness. The root slot counts as
-// dense: a node at depth 0 is a NODE_4, so that no header is 0.
+// dense: a node at depth 0 is a NODE_8 (a NODE_4 with PaperNodes), so
+// that no header is 0.
 func (s *session) parentDense(cur cursor) bool {
 	switch {
 	case cur.node == 0:

@@ -12,11 +12,12 @@ import (
 
 // TestSplitType checks the type of the nodes a leaf split creates
 // (Tree.splitType): by size class a NODE_2 under a node of at most 64
-// children and a NODE_4 under a denser one, whether the splitting compute
+// children and a NODE_8 under a denser one, whether the splitting compute
 // node read the parent or took it from its cache, the path nodes of a long
 // common prefix NODE_2s below the first; with PaperNodes always the paper's
-// NODE_4. The nodes created as NODE_2 grow through NODE_4 and NODE_16, and
-// every key stays readable from both compute nodes.
+// NODE_4. The nodes created as NODE_2 grow through NODE_4 and NODE_16,
+// those created as NODE_8 to NODE_32 (nodeType.grown), and every key stays
+// readable from both compute nodes.
 func TestSplitType(t *testing.T) {
 	long := strings.Repeat("q", 20)
 	tests := []struct {
@@ -30,17 +31,21 @@ func TestSplitType(t *testing.T) {
 		{"sparse parent", false, []string{"abc1", "abc2"}, false,
 			map[nodeType]int{node2: 1}, map[nodeType]int{node4: 1}},
 		{"dense parent", true, []string{"abc1", "abc2"}, false,
-			map[nodeType]int{node4: 1}, map[nodeType]int{node4: 1}},
+			map[nodeType]int{node8: 1}, map[nodeType]int{node4: 1}},
 		{"dense parent from the cache", true, []string{"abc1", "abc2"}, true,
-			map[nodeType]int{node4: 1}, map[nodeType]int{node4: 1}},
+			map[nodeType]int{node8: 1}, map[nodeType]int{node4: 1}},
+		{"NODE_8 holds eight", true, abcKeys(8), true,
+			map[nodeType]int{node8: 1}, map[nodeType]int{node8: 1}},
+		{"and grows to NODE_32", true, abcKeys(9), false,
+			map[nodeType]int{node32: 1}, map[nodeType]int{node16: 1}},
 		{"sparse parent from the cache, path nodes", false, []string{long + "1", long + "2"}, true,
 			map[nodeType]int{node2: 3}, map[nodeType]int{node4: 3}},
 		{"dense parent from the cache, path nodes", true, []string{long + "1", long + "2"}, true,
-			map[nodeType]int{node4: 1, node2: 2}, map[nodeType]int{node4: 3}},
+			map[nodeType]int{node8: 1, node2: 2}, map[nodeType]int{node4: 3}},
 		{"NODE_2 grows to NODE_4", false, []string{"abc1", "abc2", "abc3"}, true,
 			map[nodeType]int{node4: 1}, map[nodeType]int{node4: 1}},
 		{"and to NODE_16", false, []string{"abc1", "abc2", "abc3", "abc4", "abc5"}, false,
-			map[nodeType]int{node16: 1}, map[nodeType]int{node16 - 1: 1}},
+			map[nodeType]int{node16: 1}, map[nodeType]int{node8: 1}},
 	}
 	for _, tc := range tests {
 		for _, paper := range []bool{false, true} {
@@ -112,6 +117,16 @@ func TestSplitType(t *testing.T) {
 			})
 		}
 	}
+}
+
+// abcKeys returns n keys "abc1", "abc2", … that differ in their last
+// byte: the node of a leaf split of the first two holds them all.
+func abcKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "abc" + string(rune('1'+i))
+	}
+	return keys
 }
 
 // TestDense checks the rule of dense: more than 64 children, or internal

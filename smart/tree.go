@@ -74,11 +74,12 @@ var _ Index = (*Tree)(nil)
 // inserter WRITEs a slot that lock-free inserters CAS) cannot open one tree.
 const (
 	regionBytes           = 64
-	formatMagic           = 0x3576_5452_414d_53 // "SMARTv5": NODE_2 under sparse nodes
+	formatMagic           = 0x3676_5452_414d_53 // "SMARTv6": NODE_8 under dense nodes, growing to NODE_32
 	formatMagicV1         = 0x3176_5452_414d_53 // "SMARTv1", not readable
 	formatMagicV2         = 0x3276_5452_414d_53 // "SMARTv2", not readable
 	formatMagicV3         = 0x3376_5452_414d_53 // "SMARTv3", not readable
 	formatMagicV4         = 0x3476_5452_414d_53 // "SMARTv4", not readable
+	formatMagicV5         = 0x3576_5452_414d_53 // "SMARTv5", not readable
 	formatMagicMask       = 1<<56 - 1
 	variantLockedInternal = 1 << 56
 	variantReclaim        = 1 << 57
@@ -212,6 +213,7 @@ var oldFormats = map[uint64]string{
 	formatMagicV2: "SMARTv2, the leaf checksum after the meta word",
 	formatMagicV3: "SMARTv3, 16-byte leaf classes and a checksum word",
 	formatMagicV4: "SMARTv4, no NODE_2",
+	formatMagicV5: "SMARTv5, NODE_4 under dense nodes, NODE_8 growing to NODE_16",
 }
 
 // checkFormat sets the tree's format word if the tree is new, and fails
