@@ -1044,9 +1044,9 @@ func TestNodeGrowthOptions(t *testing.T) {
 // TestNodeGrowthCrash
 
 // growthCrash is one scenario of TestNodeGrowthCrash: a node with c
-// children (full with the size classes: c is 4, 16 or 64; NODE_32 is full
-// at 32), half of them internal nodes, and the insert of a (c+1)-th child,
-// which makes it move.
+// children (full with the size classes: c is 4, 16 or 64, or 8 under a
+// dense root; NODE_32 is full at 32), half of them internal nodes, and the
+// insert of a (c+1)-th child, which makes it move.
 type growthCrash struct {
 	ord    remote.Ordering
 	paper  bool
@@ -1054,6 +1054,12 @@ type growthCrash struct {
 	seed   uint64
 	prefix []byte // 7 bytes: the node discriminates the 8th
 	bs     []byte // child bytes: c preloaded, the insert's, then the later ones
+	// dense preloads the root with more than 64 other children first, so
+	// that the leaf split that creates the node makes it a NODE_8
+	// (Tree.splitType), which moves to a NODE_32 (c is 8); otherwise the
+	// node starts as a NODE_2 under a sparse root and grows NODE_4 →
+	// NODE_16 → …
+	dense bool
 	// parentMoves preloads two siblings of the node (keys that leave the
 	// prefix at its 7th byte), so that the node's parent is a NODE_4 of
 	// three children, and has the stalled mover's peer fill that parent
@@ -1091,6 +1097,13 @@ func (sc *growthCrash) sub(i int, z byte) []byte { return append(sc.key(i), z) }
 // key(i) and sub(i, 0x40)).
 func (sc *growthCrash) preload() [][]byte {
 	var ks [][]byte
+	if sc.dense {
+		for b := range 80 {
+			if k := byte(0x80 + b); k != sc.prefix[0] {
+				ks = append(ks, []byte{k})
+			}
+		}
+	}
 	for i := range sc.c {
 		ks = append(ks, sc.key(i))
 	}
@@ -1630,7 +1643,8 @@ func (sc *growthCrash) stallSweep(t *testing.T) {
 }
 
 // TestNodeGrowthCrash stops the client of an insert that makes a full node
-// (4, 16 or 64 children, half of them nodes; 4 and 16 with -short)
+// (4, 16 or 64 children, half of them nodes; 4 and 16 with -short; and a
+// NODE_8 of 8 children under a dense root, which moves to a NODE_32)
 // move, at every verb and inside
 // every WRITE, in the simulator in InOrder and Strict modes: the insert
 // returns nil or remote.ErrCrashed; another compute node reads every key
@@ -1662,8 +1676,18 @@ func TestNodeGrowthCrash(t *testing.T) {
 				})
 			}
 		}
+		t.Run(fmt.Sprintf("%v/dense/children=8", ord), func(t *testing.T) {
+			seed := growthSeed(base, t.Name())
+			t.Logf("derived seed %#x (rerun with -seed=%d)", seed, base)
+			sc := newGrowthCrash(ord, false, 8, seed)
+			sc.dense = true
+			sc.sweep(t)
+			if !testing.Short() {
+				sc.stallSweep(t)
+			}
+		})
 		for _, c := range sizes {
-			if testing.Short() && c != sizes[0] || c == 8 {
+			if testing.Short() && c != sizes[0] {
 				continue
 			}
 			t.Run(fmt.Sprintf("%v/stall/children=%d", ord, c), func(t *testing.T) {
