@@ -493,7 +493,7 @@ func (sc *scanner) round(ctx context.Context) error {
 		n++
 		total += m
 		low = i
-		ahead += expectedPairs(e.cur.sl)
+		ahead += expectedPairs(e.cur.sl, sc.s.t.opts.PaperNodes)
 	}
 	ops := sc.layout(low, total)
 	if err := s.do(ctx, ops); err != nil {
@@ -633,16 +633,26 @@ func (sc *scanner) layout(low, total int) []remote.Op {
 func inRun(end, next uint64) bool { return next >= end && next-end <= scanRunGap }
 
 // expectedPairs is how many pairs a scan expects from the child of sl: one
-// for a leaf; for a node, the least number of slots a node of its type
-// has in use (a type is taken, by a move or in place, only when the
-// smaller one is full; a NODE_2 or NODE_4 starts with two), which deletes may leave
-// as tombstones. An estimate too high costs a told scan a round trip, one
-// too low READs it does not need.
-func expectedPairs(sl slot) int {
-	if sl.isLeaf() {
+// for a leaf; for a node, the least number of slots a node of its type has
+// in use when its type is taken in place only once the one below it is full
+// (the paper's nodes: one more than the type below holds), which deletes
+// may leave as tombstones. By size class a node moves to twice or four
+// times its slots and a leaf split creates a NODE_8 under a dense node, so
+// the same counts are a typical number rather than a bound, and a NODE_8
+// counts four: it starts with two children and is full at eight, and at
+// the scales where it stays a NODE_8 (the nodes two levels down at 100 k
+// YCSB keys) it holds three to four on average. An estimate too high costs
+// a told scan a round trip, one too low READs it does not need; with
+// two, YCSB-E at 100 k records read 18% more bytes per scan and ran 10%
+// slower, with five it took 13% more round trips (docs/results/README.md,
+// "What a scan expects below a NODE_8").
+func expectedPairs(sl slot, paper bool) int {
+	switch t := sl.nodeType(); {
+	case sl.isLeaf():
 		return 1
-	}
-	if t := sl.nodeType(); t > node4 {
+	case t == node8 && !paper:
+		return 4
+	case t > node4:
 		return (t - 1).capacity() + 1
 	}
 	return 2
@@ -898,7 +908,7 @@ func (sc *scanner) fromCache(i int) int {
 			binary.LittleEndian.PutUint64(sc.snap[8*idx:], w)
 			order[walked] = uint8(idx)
 			walked++
-			if pairs += expectedPairs(slot(w)); want > 0 && pairs >= 2*want && j < last-first {
+			if pairs += expectedPairs(slot(w), sc.s.t.opts.PaperNodes); want > 0 && pairs >= 2*want && j < last-first {
 				// Children enough for twice the pairs the scan still
 				// takes: the rest of the range waits below them (cut).
 				if cut = b + 1; sc.desc {
@@ -933,7 +943,7 @@ func (sc *scanner) fromCache(i int) int {
 		if cut >= 0 {
 			for _, w := range words {
 				if b := int(slot(w).partial()); slot(w).isChild() && (!sc.desc && first <= b && b < cut || sc.desc && cut < b && b <= last) {
-					pairs += expectedPairs(slot(w))
+					pairs += expectedPairs(slot(w), sc.s.t.opts.PaperNodes)
 				}
 			}
 		}

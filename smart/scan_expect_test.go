@@ -99,3 +99,31 @@ func TestScanExpect(t *testing.T) {
 		t.Errorf("a scan stopped at 5 pairs after one that ran out of keys read %+v, one told 5 %+v; want the same", got, told5)
 	}
 }
+
+// TestExpectedPairs checks how many children a scan counts on for each
+// node type (expectedPairs): one more than the type below holds, the
+// least number with the paper's nodes, switched in place one type at a
+// time; by size class the same, but four for a NODE_8, which a leaf split
+// creates with two children under a dense node and which holds three to
+// four at the scales where it stays one.
+func TestExpectedPairs(t *testing.T) {
+	tests := []struct {
+		typ          nodeType
+		class, paper int
+	}{
+		{node2, 2, 2}, {node4, 2, 2}, {node8, 4, 5}, {node16, 9, 9},
+		{node32, 17, 17}, {node64, 33, 33}, {node256, 129, 129},
+	}
+	for _, tc := range tests {
+		sl := nodeSlot('a', tc.typ, remote.MakeAddr(0, 4096))
+		if got := expectedPairs(sl, false); got != tc.class {
+			t.Errorf("%v by size class: expectedPairs = %d, want %d", tc.typ, got, tc.class)
+		}
+		if got := expectedPairs(sl, true); got != tc.paper {
+			t.Errorf("%v, paper nodes: expectedPairs = %d, want %d", tc.typ, got, tc.paper)
+		}
+	}
+	if got := expectedPairs(leafSlot('a', 0, remote.MakeAddr(0, 4096)), false); got != 1 {
+		t.Errorf("leaf: expectedPairs = %d, want 1", got)
+	}
+}
