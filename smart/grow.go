@@ -12,7 +12,8 @@ import (
 )
 
 // A node allocated by size class that is full moves to a larger one
-// (nodeType.grown: NODE_4 → 16 → 32 → 64 → 256; docs/smart-node-growth.md):
+// (nodeType.grown: NODE_2 → 4 → 16 → 32 → 64 → 256, NODE_8 → 32;
+// docs/smart-node-growth.md):
 //
 //	M1  CAS(N.rev: r → r|moving)
 //	M2  [CAS(N.slot[i]: v_i → v_i|frozen)]               until every slot is frozen

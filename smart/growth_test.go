@@ -1117,8 +1117,9 @@ func (sc *growthCrash) preload() [][]byte {
 }
 
 // later is what the other compute node inserts after the crash: c more
-// children of the node (it moves again), a key below each of the first
-// four children (two leaf splits, two inserts into child nodes).
+// children of the node (with 16 children it moves again, to a NODE_64; the
+// other sizes' successors hold them), a key below each of the first four
+// children (two leaf splits, two inserts into child nodes).
 func (sc *growthCrash) later() [][]byte {
 	var ks [][]byte
 	for i := sc.c + 1; i <= 2*sc.c; i++ {

@@ -149,8 +149,8 @@ func (t nodeType) readBytes() int { return nodeHeaderBytes + t.capacity()*8 }
 // in its life (one that starts as a NODE_2 once more than one that starts
 // as a NODE_4, the first move of two children; one that starts as a
 // NODE_8 at most three times) and one that ends with 256 children has
-// cost at most 116 slot freezes and 116 pointer moves (252 each one type
-// at a time); NODE_32 is kept because a node two levels above random keys
+// cost 116 slot freezes and 116 pointer moves from a NODE_4 (118 from a
+// NODE_2, 104 from a NODE_8; 252 each one type at a time); NODE_32 is kept because a node two levels above random keys
 // most often ends with 10 to 40 children, for which a NODE_64 would leave
 // most slots empty (docs/results/README.md, "Memory-node footprint"). A
 // NODE_8 is created under a dense node, where the keys of a young tree
