@@ -2,6 +2,7 @@ package remote_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -100,9 +101,7 @@ func TestTCPDoByLateFrame(t *testing.T) {
 	if err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("in time!"))}, c.Now()+time.Second); err != nil {
 		t.Fatalf("DoBy in time: %v", err)
 	}
-	hold.Store(int64(300 * time.Millisecond))
-	err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, c.Now()+50*time.Millisecond)
-	hold.Store(0)
+	err := late(ctx, c, hold, remote.Write(a, []byte("too late")))
 	if !errors.Is(err, remote.ErrLate) {
 		t.Errorf("DoBy whose frame arrives 300 ms late, with 50 ms to go: %v, want ErrLate", err)
 	}
@@ -206,9 +205,7 @@ func TestTCPSlowWelcome(t *testing.T) {
 	}
 	// The link's readings of the clock come 50, 100, 200, 400 ms … apart.
 	time.Sleep(2 * time.Second)
-	hold.Store(int64(300 * time.Millisecond))
-	err := c.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, c.Now()+50*time.Millisecond)
-	hold.Store(0)
+	err := late(ctx, c, hold, remote.Write(a, []byte("too late")))
 	if !errors.Is(err, remote.ErrLate) {
 		t.Fatalf("a frame held 300 ms, 2 s after a slow handshake on its link: %v, want ErrLate", err)
 	}
@@ -222,9 +219,7 @@ func TestTCPSlowWelcome(t *testing.T) {
 func TestTCPDoByPartlyLate(t *testing.T) {
 	f := newProxied(t, 2, 0)
 	ctx, c, addrs, hold := t.Context(), f.c, f.a, &f.hold
-	hold.Store(int64(300 * time.Millisecond))
-	err := c.DoBy(ctx, []remote.Op{remote.Write(addrs[0], []byte("too late")), remote.Write(addrs[1], []byte("in time!"))}, c.Now()+50*time.Millisecond)
-	hold.Store(0)
+	err := late(ctx, c, hold, remote.Write(addrs[0], []byte("too late")), remote.Write(addrs[1], []byte("in time!")))
 	if !errors.Is(err, remote.ErrUnavailable) || errors.Is(err, remote.ErrLate) {
 		t.Errorf("DoBy executed on one memory node and refused as late on the other: %v, want ErrUnavailable and not ErrLate", err)
 	}
@@ -252,9 +247,7 @@ func TestTCPDoByAfterSlowDial(t *testing.T) {
 	f := newProxied(t, 1, 0)
 	ctx, c, a, back, p := t.Context(), f.c, f.a[0], &f.back, f.p
 	fresh := p.NewComputeNode().NewClient() // its connection is dialled by its first batch
-	back.Store(int64(300 * time.Millisecond))
-	err := fresh.DoBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, fresh.Now()+50*time.Millisecond)
-	back.Store(0)
+	err := late(ctx, fresh, back, remote.Write(a, []byte("too late")))
 	if !errors.Is(err, remote.ErrLate) || fresh.Crashed() {
 		t.Errorf("DoBy whose connection came up after its deadline: %v (crashed: %v), want ErrLate", err, fresh.Crashed())
 	}
@@ -278,9 +271,7 @@ func TestTCPPostThenLateDoBy(t *testing.T) {
 	if err := c.Post(ctx, []remote.Op{remote.Write(a, []byte("posted!!"))}); err != nil {
 		t.Fatal(err)
 	}
-	hold.Store(int64(300 * time.Millisecond))
-	err := c.DoBy(ctx, []remote.Op{remote.Write(a.Add(8), []byte("too late"))}, c.Now()+50*time.Millisecond)
-	hold.Store(0)
+	err := late(ctx, c, hold, remote.Write(a.Add(8), []byte("too late")))
 	if !errors.Is(err, remote.ErrLate) || c.Crashed() {
 		t.Fatalf("a late DoBy after a Post: %v (crashed: %v), want ErrLate", err, c.Crashed())
 	}
@@ -299,12 +290,20 @@ func TestTCPPostThenLateDoBy(t *testing.T) {
 func TestTCPDoByLateWriteReadRan(t *testing.T) {
 	f := newProxied(t, 2, 0)
 	ctx, c, addrs, hold := t.Context(), f.c, f.a, &f.hold
-	hold.Store(int64(300 * time.Millisecond))
-	err := c.DoBy(ctx, []remote.Op{remote.Write(addrs[0], []byte("too late")), remote.Read(addrs[1], make([]byte, 8))}, c.Now()+50*time.Millisecond)
-	hold.Store(0)
+	err := late(ctx, c, hold, remote.Write(addrs[0], []byte("too late")), remote.Read(addrs[1], make([]byte, 8)))
 	if !errors.Is(err, remote.ErrLate) || c.Crashed() {
 		t.Fatalf("a late WRITE beside a READ that ran: %v (crashed: %v), want ErrLate", err, c.Crashed())
 	}
+}
+
+// late runs ops on c with DoBy and 50 ms left to the deadline, while
+// delay (a proxied fixture's hold or back) holds memory node 0's traffic
+// that way for 300 ms: a batch that reaches the node, or whose
+// connection comes up, after its deadline.
+func late(ctx context.Context, c *remote.Client, delay *atomic.Int64, ops ...remote.Op) error {
+	delay.Store(int64(300 * time.Millisecond))
+	defer delay.Store(0)
+	return c.DoBy(ctx, ops, c.Now()+50*time.Millisecond)
 }
 
 // proxied is a tcp pool whose memory node 0 is reached through a
