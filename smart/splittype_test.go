@@ -34,9 +34,9 @@ func TestSplitType(t *testing.T) {
 			map[nodeType]int{node8: 1}, map[nodeType]int{node4: 1}},
 		{"dense parent from the cache", true, []string{"abc1", "abc2"}, true,
 			map[nodeType]int{node8: 1}, map[nodeType]int{node4: 1}},
-		{"NODE_8 holds eight", true, abcKeys(8), true,
+		{"NODE_8 holds eight", true, nodeKeys(8), true,
 			map[nodeType]int{node8: 1}, map[nodeType]int{node8: 1}},
-		{"and grows to NODE_32", true, abcKeys(9), false,
+		{"and grows to NODE_32", true, nodeKeys(9), false,
 			map[nodeType]int{node32: 1}, map[nodeType]int{node16: 1}},
 		{"sparse parent from the cache, path nodes", false, []string{long + "1", long + "2"}, true,
 			map[nodeType]int{node2: 3}, map[nodeType]int{node4: 3}},
@@ -117,16 +117,6 @@ func TestSplitType(t *testing.T) {
 			})
 		}
 	}
-}
-
-// abcKeys returns n keys "abc1", "abc2", … that differ in their last
-// byte: the node of a leaf split of the first two holds them all.
-func abcKeys(n int) []string {
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = "abc" + string(rune('1'+i))
-	}
-	return keys
 }
 
 // TestDense checks the rule of dense: more than 64 children, or internal
