@@ -54,7 +54,8 @@ func (t *Tree) ReverseScan(ctx context.Context, lo, hi []byte) iter.Seq2[KV, err
 // bound; index.LimitScanner). A round then reads, in key order, the
 // entries the pairs still to yield need, all at once (up to 64 READs and
 // 64 KB a round) instead of a budget growing by a quarter: a leaf counts
-// one pair, a node the least number of children its type implies. A scan
+// one pair, a node as many as the session's scans found below the nodes
+// of its type (before they found any, a number its type implies). A scan
 // of n pairs reads about n leaves and the nodes above them in fewer round
 // trips, where a scan stopped by its caller after n pairs, unless the
 // scan before it was stopped after as many, has read ahead (about a
@@ -462,14 +463,14 @@ func (sc *scanner) restartPast(ctx context.Context) error {
 func (sc *scanner) round(ctx context.Context) error {
 	s := sc.s
 	n, total, low := 0, 0, len(sc.front)
-	ahead := 0 // with a limit: the pairs the entries before i are expected to yield
+	ahead := 0 // with a limit: the pairs the entries before i are expected to yield, in sixteenths
 	for i := len(sc.front) - 1; i >= 0; i-- {
 		e := &sc.front[i]
 		if e.ready {
-			ahead++
+			ahead += 16
 			continue
 		}
-		if want := sc.want(); n == sc.window || (want > 0 && ahead >= want) {
+		if want := sc.want(); n == sc.window || (want > 0 && ahead >= 16*want) {
 			break
 		}
 		// Entries resolved without a READ: the rest of a node's children,
@@ -493,7 +494,7 @@ func (sc *scanner) round(ctx context.Context) error {
 		n++
 		total += m
 		low = i
-		ahead += expectedPairs(e.cur.sl, sc.s.t.opts.PaperNodes)
+		ahead += sc.expected(e.cur.sl)
 	}
 	ops := sc.layout(low, total)
 	if err := s.do(ctx, ops); err != nil {
@@ -632,30 +633,62 @@ func (sc *scanner) layout(low, total int) []remote.Op {
 // at most scanRunGap bytes between them.
 func inRun(end, next uint64) bool { return next >= end && next-end <= scanRunGap }
 
-// expectedPairs is how many pairs a scan expects from the child of sl: one
-// for a leaf; for a node, the least number of slots a node of its type has
-// in use when its type is taken in place only once the one below it is full
-// (the paper's nodes: one more than the type below holds), which deletes
-// may leave as tombstones. By size class a node moves to twice or four
-// times its slots and a leaf split creates a NODE_8 under a dense node, so
-// the same counts are a typical number rather than a bound, and a NODE_8
-// counts four: it starts with two children and is full at eight, and at
-// the scales where it stays a NODE_8 (the nodes two levels down at 100 k
-// YCSB keys) it holds three to four on average. An estimate too high costs
-// a told scan a round trip, one too low READs it does not need; with
-// two, YCSB-E at 100 k records read 18% more bytes per scan and ran 10%
-// slower, with five it took 13% more round trips (docs/results/README.md,
-// "What a scan expects below a NODE_8").
-func expectedPairs(sl slot, paper bool) int {
-	switch t := sl.nodeType(); {
-	case sl.isLeaf():
-		return 1
+// expectedPairs is how many pairs a scan expects below a node of type t
+// before its session's scans learned better (pairEstimate): the least
+// number of slots a node of its type has in use when its type is taken in
+// place only once the one below it is full (the paper's nodes: one more
+// than the type below holds), which deletes may leave as tombstones. By
+// size class a node moves to twice or four times its slots and a leaf
+// split creates a NODE_8 under a dense node, so the same counts are a
+// typical number rather than a bound, and a NODE_8 counts four: it starts
+// with two children and is full at eight.
+func expectedPairs(t nodeType, paper bool) int {
+	switch {
 	case t == node8 && !paper:
 		return 4
 	case t > node4:
 		return (t - 1).capacity() + 1
 	}
 	return 2
+}
+
+// pairEstimate is what a session's scans learned of how many pairs lie
+// below a node of each type: for each type, the pairs below the first node
+// of that type a scan read whole, then a moving average (weight 1/8 per
+// node) of them, in sixteenths of a pair; 0 before the first. The type alone says
+// little: a NODE_8 created under a dense node holds about 2.6 pairs when
+// 100 k random keys load a tree and 3 to 4 with YCSB's keys, and an
+// estimate too high costs a told scan a round trip for the pairs it
+// lacks, one too low READs it does not need (docs/results/README.md, "What
+// a scan expects below a node: learned, not fixed").
+type pairEstimate [node256 + 1]int32
+
+// expected returns the pairs, in sixteenths, the scan expects below the
+// child of sl: one for a leaf; for a node, what the session's scans
+// learned of its type, or expectedPairs before they learned anything.
+func (sc *scanner) expected(sl slot) int {
+	if sl.isLeaf() {
+		return 16
+	}
+	if v := sc.s.scanPairs[sl.nodeType()]; v > 0 {
+		return int(v)
+	}
+	return 16 * expectedPairs(sl.nodeType(), sc.s.t.opts.PaperNodes)
+}
+
+// learn adds to the session's estimate a node of type t read whole, whose
+// children are the slots order names: its leaves count one pair each, its
+// child nodes what is expected below them.
+func (sc *scanner) learn(t nodeType, slots []byte, order []uint8) {
+	pairs := 0
+	for _, i := range order {
+		pairs += sc.expected(slot(binary.LittleEndian.Uint64(slots[8*int(i):])))
+	}
+	if v := &sc.s.scanPairs[t]; *v == 0 {
+		*v = int32(max(pairs, 1))
+	} else {
+		*v = max(*v+(int32(pairs)-*v)/8, 1)
+	}
 }
 
 // readSize is how many bytes a scan reads for the child of sl.
@@ -790,6 +823,9 @@ func (sc *scanner) node(ctx context.Context, next []entry, e *entry, buf []byte)
 		}
 		return next, sc.s.movingRestart(ctx, cursor{}, e.cur.sl.addr())
 	}
+	if first == 0 && last == 255 {
+		sc.learn(e.cur.sl.nodeType(), slots, order[:n])
+	}
 	if e.cur.sl.nodeType() == node256 && h.prefixLen() == 0 {
 		sc.remember(sc.tmp, e.cur, slots)
 	}
@@ -884,7 +920,7 @@ func (sc *scanner) fromCache(i int) int {
 	// told scan of 100 pairs 3.5% of its CPU; at the pairs left alone the
 	// estimate fell short often enough to cost YCSB-E 1.8% more round
 	// trips). A small entry answers in a pass over its slots.
-	cut, pairs, want := -1, 0, sc.want() // pairs: expected under the children before cut
+	cut, pairs, want := -1, 0, sc.want() // pairs: expected under the children before cut, in sixteenths
 	var order [256]uint8
 	walked := -1 // a large entry: the children before cut, in order[:walked]
 	if len(words) > artcache.IndexedSlots {
@@ -908,7 +944,7 @@ func (sc *scanner) fromCache(i int) int {
 			binary.LittleEndian.PutUint64(sc.snap[8*idx:], w)
 			order[walked] = uint8(idx)
 			walked++
-			if pairs += expectedPairs(slot(w), sc.s.t.opts.PaperNodes); want > 0 && pairs >= 2*want && j < last-first {
+			if pairs += sc.expected(slot(w)); want > 0 && pairs >= 32*want && j < last-first {
 				// Children enough for twice the pairs the scan still
 				// takes: the rest of the range waits below them (cut).
 				if cut = b + 1; sc.desc {
@@ -943,7 +979,7 @@ func (sc *scanner) fromCache(i int) int {
 		if cut >= 0 {
 			for _, w := range words {
 				if b := int(slot(w).partial()); slot(w).isChild() && (!sc.desc && first <= b && b < cut || sc.desc && cut < b && b <= last) {
-					pairs += expectedPairs(slot(w), sc.s.t.opts.PaperNodes)
+					pairs += sc.expected(slot(w))
 				}
 			}
 		}
@@ -953,7 +989,7 @@ func (sc *scanner) fromCache(i int) int {
 	// neither told nor expecting a length: a full round's worth), since otherwise the rest of the
 	// node is read anyway and the snapshot's copy costs without saving the
 	// READ.
-	if want := cmp.Or(want, scanWindow); cut >= 0 && pairs < want {
+	if want := cmp.Or(want, scanWindow); cut >= 0 && pairs < 16*want {
 		return 0
 	}
 	if walked < 0 {

@@ -101,11 +101,10 @@ func TestScanExpect(t *testing.T) {
 }
 
 // TestExpectedPairs checks how many children a scan counts on for each
-// node type (expectedPairs): one more than the type below holds, the
-// least number with the paper's nodes, switched in place one type at a
-// time; by size class the same, but four for a NODE_8, which a leaf split
-// creates with two children under a dense node and which holds three to
-// four at the scales where it stays one.
+// node type before it learned better (expectedPairs): one more than the
+// type below holds, the least number with the paper's nodes, switched in
+// place one type at a time; by size class the same, but four for a
+// NODE_8, which a leaf split creates with two children under a dense node.
 func TestExpectedPairs(t *testing.T) {
 	tests := []struct {
 		typ          nodeType
@@ -115,15 +114,76 @@ func TestExpectedPairs(t *testing.T) {
 		{node32, 17, 17}, {node64, 33, 33}, {node256, 129, 129},
 	}
 	for _, tc := range tests {
-		sl := nodeSlot('a', tc.typ, remote.MakeAddr(0, 4096))
-		if got := expectedPairs(sl, false); got != tc.class {
+		if got := expectedPairs(tc.typ, false); got != tc.class {
 			t.Errorf("%v by size class: expectedPairs = %d, want %d", tc.typ, got, tc.class)
 		}
-		if got := expectedPairs(sl, true); got != tc.paper {
+		if got := expectedPairs(tc.typ, true); got != tc.paper {
 			t.Errorf("%v, paper nodes: expectedPairs = %d, want %d", tc.typ, got, tc.paper)
 		}
 	}
-	if got := expectedPairs(leafSlot('a', 0, remote.MakeAddr(0, 4096)), false); got != 1 {
-		t.Errorf("leaf: expectedPairs = %d, want 1", got)
+}
+
+// TestScanLearnsPairs checks that a session's scans learn how many pairs
+// its nodes hold (pairEstimate) and read by it: NODE_8s of two leaves,
+// which the type's prior overestimates (four), cost a scan told 32 pairs
+// a round trip for the pairs it lacked, and NODE_8s of six leaves,
+// which it underestimates, READs of nodes it did not need; a second scan
+// of the same pairs, having learned, saves them.
+func TestScanLearnsPairs(t *testing.T) {
+	ctx := t.Context()
+	tests := []struct {
+		holds      int  // leaves under each NODE_8
+		fewerTrips bool // the learned scan takes fewer round trips (else: reads fewer bytes)
+	}{
+		{2, true},
+		{6, false},
+	}
+	for _, tc := range tests {
+		tr, _ := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, Options{ReclaimInterval: time.Hour})
+		var keys [][]byte
+		put := putter(t, &keys)
+		for b := 2; b < 0x80; b++ {
+			for j := range tc.holds {
+				put(tr, []byte{byte(b), byte('a' + j)})
+			}
+		}
+		for _, k := range keys {
+			if _, _, err := tr.Get(ctx, k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		scan := func() remote.Stats {
+			t.Helper()
+			lo := []byte{0x40}
+			want := scanOracle(keys, lo, nil, 32, false)
+			before := tr.cn.Stats()
+			var got [][]byte
+			for kv, err := range tr.ScanLimit(ctx, lo, nil, 32) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, kv.Key)
+			}
+			if !slices.EqualFunc(got, want, bytes.Equal) {
+				t.Fatalf("holds %d: scan of 32 from 0x40: got %x, want %x", tc.holds, got, want)
+			}
+			return tr.cn.Stats().Sub(before)
+		}
+		first, second := scan(), scan()
+		s, err := tr.session()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := s.scanPairs[node8], int32(16*tc.holds); got != want {
+			t.Errorf("holds %d: the session expects %d/16 pairs below a NODE_8, want %d", tc.holds, got, want)
+		}
+		tr.release(s)
+		if tc.fewerTrips && second.RoundTrips >= first.RoundTrips {
+			t.Errorf("holds %d: the scan took %d round trips before it learned, %d after: want fewer", tc.holds, first.RoundTrips, second.RoundTrips)
+		}
+		if !tc.fewerTrips && (second.ReadBytes >= first.ReadBytes || second.RoundTrips > first.RoundTrips) {
+			t.Errorf("holds %d: the scan read %d bytes in %d round trips before it learned, %d in %d after: want fewer bytes, no more round trips",
+				tc.holds, first.ReadBytes, first.RoundTrips, second.ReadBytes, second.RoundTrips)
+		}
 	}
 }

@@ -81,6 +81,9 @@ type session struct {
 	// length yielded before its caller stopped it (0: none yet): the next
 	// such scan expects as many (scanner.expect).
 	scanHint int
+	// scanPairs is what the session's scans learned of the pairs below a
+	// node of each type (pairEstimate).
+	scanPairs pairEstimate
 
 	// The current operation's RDWC window, consulted deep in its path: a
 	// search seals it right before the verb it linearizes at, a write takes
