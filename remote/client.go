@@ -114,7 +114,11 @@ func (c *Client) Post(ctx context.Context, ops []Op) error { return c.run(ctx, o
 
 // PostBy is Post for a batch that must leave by time by on the client's
 // clock, as DoBy: if it would leave later, nothing of it is executed and
-// PostBy returns ErrLate.
+// PostBy returns ErrLate. Over tcp the memory node checks the deadline
+// again, as for DoBy; a batch that reaches it late executes nothing
+// there, and since PostBy has returned, the client crashes (Crashed):
+// the trees then take its locks over as a crashed client's, so that a
+// release that never landed does not keep a lock set for ever.
 func (c *Client) PostBy(ctx context.Context, ops []Op, by time.Duration) error {
 	return c.runBy(ctx, ops, by, false)
 }

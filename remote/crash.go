@@ -130,6 +130,14 @@ func notSent(err error) error {
 // since: they may be lost (or land late).
 var errPostedLost = errors.New("the connection failed after unsignaled verbs were posted; they may be lost")
 
+// errPostedLate is the cause of the crash of a client whose batch, posted
+// unsignaled by a deadline (PostBy), reached a memory node after it and
+// executed nothing there: a lock the client released in it is still set.
+// It wraps no sentinel: ErrLate would tell callers of the crashed client
+// that their own batches executed nothing, and they would check and post
+// again.
+var errPostedLate = errors.New("a batch posted unsignaled by a deadline reached its memory node after it and executed nothing")
+
 // Crash arms f on the next client of the compute node that posts a verb
 // (one that has no fault of its own armed): tests use it to stop an
 // operation whose client is internal to an index.

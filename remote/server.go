@@ -275,8 +275,8 @@ func (s *Server) serveFrames(br *bufio.Reader, bw *bufio.Writer) error {
 			var by uint64
 			batch := payload
 			if h.typ == frameBatchBy {
-				if len(payload) < 8 || h.flags&flagSignaled == 0 {
-					return fmt.Errorf("%w: batch-by frame of %d bytes, flags %#x", errBadFrame, len(payload), h.flags)
+				if len(payload) < 8 {
+					return fmt.Errorf("%w: batch-by frame of %d bytes", errBadFrame, len(payload))
 				}
 				by, batch = binary.LittleEndian.Uint64(payload), payload[8:]
 			}
@@ -297,6 +297,11 @@ func (s *Server) serveFrames(br *bufio.Reader, bw *bufio.Writer) error {
 			if h.flags&flagSignaled == 0 {
 				if err != nil {
 					s.log.Warn("memnode: unsignaled batch refused", "err", err)
+				}
+				if errors.Is(err, ErrLate) {
+					// Its poster must learn that what it posted did not
+					// land (a lock it released is still held).
+					s.reply(bw, frameHeader{typ: frameLate, id: h.id}, nil)
 				}
 				break
 			}

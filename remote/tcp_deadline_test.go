@@ -17,8 +17,9 @@ import (
 // TestTCPBatchBy checks batch-by frames as wire.go describes them: a
 // deadline on the server's clock (the welcome's), then a batch. One whose
 // deadline is still ahead executes; one past it executes nothing and
-// answers ErrLate; an unsignaled one, or one too short for its deadline,
-// breaks the protocol (the connection is closed).
+// answers ErrLate, or, unsignaled, a late frame with its id (an
+// unsignaled one in time is not answered); one too short for its
+// deadline breaks the protocol (the connection is closed).
 func TestTCPBatchBy(t *testing.T) {
 	ts := startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip})
 	r := authed(t, ts.addr)
@@ -60,25 +61,31 @@ func TestTCPBatchBy(t *testing.T) {
 	if got := read(); string(got) != "in time!" {
 		t.Fatalf("a late batch-by frame executed: the word reads %q", got)
 	}
-	for _, tc := range []struct {
-		name  string
-		frame []byte
-	}{
-		{"unsignaled", rawFrame(rawVersion, rawBatchBy, 0, 1, by(r.clock+uint64(time.Minute), wrV(w, []byte("unsignal"))))},
-		{"no deadline", rawFrame(rawVersion, rawBatchBy, rawSignaled, 1, []byte{1, 2, 3})},
-	} {
-		c := authed(t, ts.addr)
-		c.mustSend(tc.frame)
-		if f, err := c.read(5 * time.Second); err == nil {
-			t.Errorf("%s: the server answered a frame of type %d instead of closing the connection", tc.name, f.typ)
-		}
+	// Unsignaled: the late one answers a late frame naming its id, and the
+	// one in time runs without an answer (the READ's reply comes first).
+	r.mustSend(rawFrame(rawVersion, rawBatchBy, 0, 77, by(r.clock, wrV(w, []byte("late too")))))
+	f, err := r.read(5 * time.Second)
+	if err != nil || f.typ != rawLate || f.id != 77 {
+		t.Fatalf("a late unsignaled batch-by frame of id 77: answer of type %d, id %d, %v; want a late frame (type %d) of id 77", f.typ, f.id, err, rawLate)
 	}
 	if got := read(); string(got) != "in time!" {
+		t.Fatalf("a late unsignaled batch-by frame executed: the word reads %q", got)
+	}
+	r.mustSend(rawFrame(rawVersion, rawBatchBy, 0, 78, by(r.clock+uint64(time.Minute), wrV(w, []byte("unsignal")))))
+	if got := read(); string(got) != "unsignal" {
+		t.Fatalf("an unsignaled batch-by frame in time: the word reads %q", got)
+	}
+	c := authed(t, ts.addr)
+	c.mustSend(rawFrame(rawVersion, rawBatchBy, rawSignaled, 1, []byte{1, 2, 3}))
+	if f, err := c.read(5 * time.Second); err == nil {
+		t.Errorf("a batch-by frame too short for its deadline: the server answered a frame of type %d instead of closing the connection", f.typ)
+	}
+	if got := read(); string(got) != "unsignal" {
 		t.Fatalf("a refused batch-by frame executed: the word reads %q", got)
 	}
 	r.id++
 	r.mustSend(rawFrame(rawVersion, rawClock, rawSignaled, r.id, nil))
-	f, err := r.read(5 * time.Second)
+	f, err = r.read(5 * time.Second)
 	if err != nil || f.typ != rawClock || f.id != r.id {
 		t.Fatalf("a clock frame: answer of type %d, id %d, %v", f.typ, f.id, err)
 	}
@@ -121,6 +128,54 @@ func TestTCPDoByLateFrame(t *testing.T) {
 	hold.Store(0)
 	if err != nil {
 		t.Fatalf("Do through the slow proxy: %v", err)
+	}
+}
+
+// TestTCPPostByLateFrame: a PostBy batch whose frame reaches the memory
+// node after the batch's deadline (held up between the client and the
+// node) executes nothing there, and since PostBy returned before, its
+// client crashes (a lock it released in the batch is still set, and others
+// must take it over); another client of the same connection goes on. A
+// PostBy in time executes and crashes nothing. Before, the node executed
+// unsignaled batches whenever they came: a release 300 ms late freed a
+// lock that a waiter may have taken over meanwhile.
+func TestTCPPostByLateFrame(t *testing.T) {
+	f := newProxied(t, 1, 0)
+	ctx, c, a, hold := t.Context(), f.c, f.a[0], &f.hold
+	other := f.p.NewComputeNode().NewClient()
+	if err := c.PostBy(ctx, []remote.Op{remote.Write(a, []byte("in time!"))}, c.Now()+time.Second); err != nil {
+		t.Fatalf("PostBy in time: %v", err)
+	}
+	read := func(r *remote.Client) string {
+		t.Helper()
+		buf := make([]byte, 8)
+		if err := r.Read(ctx, a, buf); err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+		return string(buf)
+	}
+	if got := read(c); got != "in time!" || c.Crashed() {
+		t.Fatalf("after a PostBy in time the word reads %q (crashed: %v)", got, c.Crashed())
+	}
+	hold.Store(int64(300 * time.Millisecond))
+	if err := c.PostBy(ctx, []remote.Op{remote.Write(a, []byte("too late"))}, c.Now()+50*time.Millisecond); err != nil {
+		t.Fatalf("PostBy with 50 ms to go: %v (it leaves in time)", err)
+	}
+	// The READ follows the held frame through the proxy and the node, and
+	// its reply follows the late frame back.
+	got := read(c)
+	hold.Store(0)
+	if got != "in time!" {
+		t.Errorf("the late batch executed: the word reads %q", got)
+	}
+	if !c.Crashed() {
+		t.Error("the client whose posted batch came late did not crash")
+	}
+	if err := c.Read(ctx, a, make([]byte, 8)); !errors.Is(err, remote.ErrCrashed) || errors.Is(err, remote.ErrLate) {
+		t.Errorf("a call of the crashed client: %v, want ErrCrashed and not ErrLate", err)
+	}
+	if got := read(other); got != "in time!" || other.Crashed() {
+		t.Errorf("another client of the connection reads %q (crashed: %v), want \"in time!\" and no crash", got, other.Crashed())
 	}
 }
 

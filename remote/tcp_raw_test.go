@@ -21,7 +21,7 @@ import (
 // from that comment so that these tests do not share code with the
 // implementation they attack.
 const (
-	rawVersion       = 3
+	rawVersion       = 4
 	rawMaxFrame      = 64 << 20
 	rawMaxBatchVerbs = 1 << 16
 	rawHeader        = 16 // length word + version + type + flags + id
@@ -34,6 +34,7 @@ const (
 	rawRPCOK   = 6
 	rawBatchBy = 8
 	rawClock   = 9
+	rawLate    = 10
 
 	rawSignaled = 1
 

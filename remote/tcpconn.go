@@ -61,6 +61,12 @@ type tcpLink struct {
 	// signaled batch of theirs confirmed since (tcpTransport.finish): if
 	// the link fails, those verbs may be lost, and the clients crash.
 	posters map[*Client]struct{}
+	// numbers are the link's numbers of the clients that posted on it,
+	// from 1, and named the clients by number less one: a client's
+	// unsignaled frames carry its number as their id, and a late frame
+	// names the client whose unsignaled batch-by frame came late.
+	numbers map[*Client]uint64
+	named   []*Client
 
 	clock serverClock // the server's clock, as the welcome told it
 }
@@ -251,7 +257,7 @@ func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h fram
 		call.by = by
 		call.timer.Reset(time.Until(by))
 	case call != nil && call.poster != nil:
-		if err := l.post(call.poster); err != nil {
+		if h.id, err = l.post(call.poster); err != nil {
 			c.mu.Unlock()
 			return 0, err
 		}
@@ -259,9 +265,11 @@ func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h fram
 	start := len(l.out)
 	var zero [headerBytes]byte
 	l.out = append(l.out, zero[:]...)
-	if h.typ == frameBatch && h.flags&flagSignaled != 0 && !call.leaveBy.IsZero() && l.clock.ok {
+	if h.typ == frameBatch && call != nil && !call.leaveBy.IsZero() && l.clock.ok {
 		// A batch with a deadline goes with it, on the server's clock, if
 		// the link knows that clock (else the client's check alone holds).
+		// An unsignaled one that comes late is answered by a late frame,
+		// which crashes its poster (readLoop).
 		h.typ, size = frameBatchBy, size+8
 		l.out = binary.LittleEndian.AppendUint64(l.out, l.clock.deadline(call.leaveBy))
 	}
@@ -315,17 +323,33 @@ func (l *tcpLink) register(call *tcpCall) (uint64, error) {
 
 // post records c as a client with unsignaled verbs on the link not
 // confirmed yet, unless the link failed already.
-func (l *tcpLink) post(c *Client) error {
+func (l *tcpLink) post(c *Client) (uint64, error) {
 	l.pmu.Lock()
 	defer l.pmu.Unlock()
 	if l.dead != nil {
-		return l.dead
+		return 0, l.dead
 	}
 	if l.posters == nil {
-		l.posters = map[*Client]struct{}{}
+		l.posters, l.numbers = map[*Client]struct{}{}, map[*Client]uint64{}
 	}
 	l.posters[c] = struct{}{}
-	return nil
+	n, ok := l.numbers[c]
+	if !ok {
+		l.named = append(l.named, c)
+		n = uint64(len(l.named))
+		l.numbers[c] = n
+	}
+	return n, nil
+}
+
+// poster returns the client numbered n on the link (post), or nil.
+func (l *tcpLink) poster(n uint64) *Client {
+	l.pmu.Lock()
+	defer l.pmu.Unlock()
+	if n == 0 || n > uint64(len(l.named)) {
+		return nil
+	}
+	return l.named[n-1]
 }
 
 // confirm records that a signaled batch of c completed on the link: the
@@ -785,6 +809,19 @@ func (l *tcpLink) readLoop() {
 		payload = payload[:n]
 		if _, err = io.ReadFull(br, payload); err != nil {
 			break
+		}
+		if h.typ == frameLate {
+			// A batch posted unsignaled by a deadline reached the node
+			// after it and executed nothing: its poster may still hold
+			// a lock it released there, and crashes, so that others
+			// take its locks over (Client.Crashed).
+			pc := l.poster(h.id)
+			if pc == nil {
+				err = fmt.Errorf("%w: late frame for unknown poster %d", errBadFrame, h.id)
+				break
+			}
+			pc.crashUnsure(fmt.Errorf("memory node %d: %w", l.c.mn, errPostedLate))
+			continue
 		}
 		l.pmu.Lock()
 		call := l.pending[h.id]

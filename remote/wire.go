@@ -29,9 +29,12 @@ import (
 // the bytes; CAS: u64 compare, u64 swap; FAA: u64 delta. Its reply is a
 // status (below), then per verb: READ: length bytes; CAS, FAA: u64 old
 // value. A batch with one invalid verb executes nothing. A batch-by frame
-// (signaled only) is u64 a deadline on the server's clock, then a batch
-// payload: a server that would execute it later executes nothing and
-// answers ErrLate (remote.Client.DoBy). A clock frame asks for the
+// is u64 a deadline on the server's clock, then a batch payload: a server
+// that would execute it later executes nothing and answers ErrLate if it
+// is signaled (remote.Client.DoBy), or, if not (remote.Client.PostBy),
+// sends a late frame with the frame's id, which names its poster on the
+// connection (the client numbers its posters; unsignaled frames are never
+// answered otherwise). A clock frame asks for the
 // server's clock again, for a client whose handshake was too slow to
 // convert deadlines with the welcome's.
 //
@@ -44,20 +47,21 @@ import (
 // A status is u8 code (0 = success, else an error code naming a sentinel)
 // and, when not 0, u16 length and a message.
 const (
-	wireVersion   = 3 // 2: join requests carry the pool's node count; 3: the welcome's clock, batch-by and clock frames
+	wireVersion   = 4 // 2: join requests carry the pool's node count; 3: the welcome's clock, batch-by and clock frames; 4: unsignaled batch-by and late frames
 	maxFrame      = 64 << 20
 	maxBatchVerbs = 1 << 16
 	maxToken      = 4096
 
-	frameHello   = 1 // client: u16 token length, token
-	frameWelcome = 2 // server: u8 status
-	frameBatch   = 3 // client: a batch; flagSignaled asks for a reply
-	frameBatchOK = 4 // server: the batch's results
-	frameRPC     = 5 // client: an rpcRequest
-	frameRPCOK   = 6 // server: status, rpcReply
-	frameFabric  = 7 // client: ask for the fabric endpoint; server: status, fabricInfo
-	frameBatchBy = 8 // client: u64 deadline on the server's clock, then a batch; always signaled
-	frameClock   = 9 // client: nothing, signaled; server: status, u64 the server's clock
+	frameHello   = 1  // client: u16 token length, token
+	frameWelcome = 2  // server: u8 status
+	frameBatch   = 3  // client: a batch; flagSignaled asks for a reply
+	frameBatchOK = 4  // server: the batch's results
+	frameRPC     = 5  // client: an rpcRequest
+	frameRPCOK   = 6  // server: status, rpcReply
+	frameFabric  = 7  // client: ask for the fabric endpoint; server: status, fabricInfo
+	frameBatchBy = 8  // client: u64 deadline on the server's clock, then a batch
+	frameClock   = 9  // client: nothing, signaled; server: status, u64 the server's clock
+	frameLate    = 10 // server: nothing; the unsignaled batch-by frame of this id came late and executed nothing
 
 	flagSignaled = 1
 )
