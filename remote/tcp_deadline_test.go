@@ -363,8 +363,10 @@ func late(ctx context.Context, c *remote.Client, delay *atomic.Int64, ops ...rem
 
 // proxied is a tcp pool whose memory node 0 is reached through a
 // delayBothProxy (hold: what clients send; back: what the node answers)
-// and, with two nodes, whose memory node 1 is reached directly; c is a
-// client of it and a[i] 16 bytes it allocated on memory node i.
+// and, with two nodes, whose memory node 1 is reached directly, with one
+// connection per compute node and memory node (the clients of a compute
+// node share it); c is a client of it and a[i] 16 bytes it allocated on
+// memory node i.
 type proxied struct {
 	p          *remote.Pool
 	c          *remote.Client
@@ -374,7 +376,11 @@ type proxied struct {
 
 // newProxied makes a proxied pool of nodes memory nodes whose proxy holds
 // the node's answers for welcome while the pool connects, closed when the
-// test ends.
+// test ends. Without a welcome held, it returns once memory node 0
+// refuses c's late batches: a link keeps the node's clock only from a
+// handshake under 5 ms, which a loaded machine misses (then only the
+// client checks deadlines until the link reads the clock again), and the
+// tests of late batches are about a link that has it.
 func newProxied(t *testing.T, nodes int, welcome time.Duration) *proxied {
 	t.Helper()
 	f := new(proxied)
@@ -384,7 +390,7 @@ func newProxied(t *testing.T, nodes int, welcome time.Duration) *proxied {
 		addrs = append(addrs, startServer(t, remote.ServerConfig{Bytes: advMain, OnChipBytes: advChip}).addr)
 	}
 	var err error
-	if f.p, err = remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: addrs, Token: testToken, Timeout: 10 * time.Second}}); err != nil {
+	if f.p, err = remote.NewPool(remote.Config{TCP: &remote.TCPConfig{MemoryNodes: addrs, Token: testToken, Conns: 1, Timeout: 10 * time.Second}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.p.Close() })
@@ -396,5 +402,29 @@ func newProxied(t *testing.T, nodes int, welcome time.Duration) *proxied {
 		}
 		f.a = append(f.a, a)
 	}
+	if welcome == 0 {
+		f.enforced(t)
+	}
 	return f
+}
+
+// enforced waits until memory node 0 refuses a late batch of f.c (a
+// WRITE to a word of its own), for up to 40 tries of 300 ms.
+func (f *proxied) enforced(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	probe, err := f.c.AllocOn(ctx, 0, 8, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 40 {
+		err := late(ctx, f.c, &f.hold, remote.Write(probe, []byte("probe!!!")))
+		if errors.Is(err, remote.ErrLate) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("a late probe: %v", err)
+		}
+	}
+	t.Fatal("memory node 0 never refused a late batch in 40 tries (no fast reading of its clock)")
 }

@@ -678,11 +678,19 @@ func (sc *scanner) expected(sl slot) int {
 
 // learn adds to the session's estimate a node of type t read whole, whose
 // children are the slots order names: its leaves count one pair each, its
-// child nodes what is expected below them.
+// child nodes what their types imply (expectedPairs). Not what was learned
+// of them: a type's estimate would then feed on itself through the nodes
+// of its type below (a NODE_256 whose children are NODE_256s counts 256
+// times its own estimate, which after three such nodes overflows;
+// TestLearnBounded).
 func (sc *scanner) learn(t nodeType, slots []byte, order []uint8) {
 	pairs := 0
 	for _, i := range order {
-		pairs += sc.expected(slot(binary.LittleEndian.Uint64(slots[8*int(i):])))
+		if sl := slot(binary.LittleEndian.Uint64(slots[8*int(i):])); sl.isLeaf() {
+			pairs += 16
+		} else {
+			pairs += 16 * expectedPairs(sl.nodeType(), sc.s.t.opts.PaperNodes)
+		}
 	}
 	if v := &sc.s.scanPairs[t]; *v == 0 {
 		*v = int32(max(pairs, 1))

@@ -187,3 +187,33 @@ func TestScanLearnsPairs(t *testing.T) {
 		}
 	}
 }
+
+// TestLearnBounded checks that what a session learns of a node type does
+// not feed on itself: NODE_256s read whole whose 256 children are
+// NODE_256s, again and again, leave the estimate at 256 times what the
+// type implies (expectedPairs), in sixteenths, not growing (counted with
+// the learned estimates of the children, it grew 256-fold per node and
+// overflowed at the third).
+func TestLearnBounded(t *testing.T) {
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 2}, Options{})
+	s, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.release(s)
+	slots := make([]byte, 8*256)
+	var order [256]uint8
+	for i := range 256 {
+		binary.LittleEndian.PutUint64(slots[8*i:], uint64(nodeSlot(byte(i), node256, remote.MakeAddr(0, uint64(4096*(i+1))))))
+		order[i] = uint8(i)
+	}
+	sc := &s.scan
+	sc.s = s
+	want := int32(16 * 256 * expectedPairs(node256, false))
+	for n := range 10 {
+		sc.learn(node256, slots, order[:])
+		if got := s.scanPairs[node256]; got != want {
+			t.Fatalf("after %d NODE_256s of NODE_256s the session expects %d/16 pairs below a NODE_256, want %d", n+1, got, want)
+		}
+	}
+}
