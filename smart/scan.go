@@ -655,12 +655,12 @@ func expectedPairs(t nodeType, paper bool) int {
 // pairEstimate is what a session's scans learned of how many pairs lie
 // below a node of each type: for each type, the pairs below the first node
 // of that type a scan read whole, then a moving average (weight 1/8 per
-// node) of them, in sixteenths of a pair; 0 before the first. The type alone says
-// little: a NODE_8 created under a dense node holds about 2.6 pairs when
-// 100 k random keys load a tree and 3 to 4 with YCSB's keys, and an
-// estimate too high costs a told scan a round trip for the pairs it
-// lacks, one too low READs it does not need (docs/results/README.md, "What
-// a scan expects below a node: learned, not fixed").
+// node) of them, in sixteenths of a pair; 0 before the first. The type
+// alone says little: a NODE_8 created under a dense node holds about 2.6
+// pairs when 100 k random keys load a tree and 3 to 4 with YCSB's keys,
+// and an estimate too high costs a told scan a round trip for the pairs
+// it lacks, one too low READs it does not need (docs/results/README.md,
+// "What a scan expects below a node: learned, not fixed").
 type pairEstimate [node256 + 1]int32
 
 // expected returns the pairs, in sixteenths, the scan expects below the
