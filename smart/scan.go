@@ -1239,11 +1239,14 @@ func (sc *scanner) entryBounds(e *entry, path []byte) (first, last int) {
 // encoded key starting with path+b may lie in [elo, ehi), given that one
 // starting with path may (overlaps): a bound whose encoding extends path
 // limits them by its next byte, and the upper one excludes that byte too
-// when it ends right after it (path+b then starts every key ≥ ehi).
+// when it ends right after it, or right after the terminator that follows
+// it (every key starting with path+b is then ehi or sorts after it: the
+// terminator sorts below every byte of an encoding). A descending scan
+// below the key "a" no longer reads the child 'a' of the root.
 func (sc *scanner) childBounds(path []byte) (first, last int) {
 	above, below := sc.insideBounds(path)
 	first, last = max(above, 0), min(below, 255)
-	if below < 256 && len(sc.ehi) == len(path)+1 {
+	if n := len(path); below < 256 && (len(sc.ehi) == n+1 || len(sc.ehi) == n+2 && sc.ehi[n+1] == 0) {
 		last--
 	}
 	return first, last

@@ -124,19 +124,22 @@ func TestExpectedPairs(t *testing.T) {
 }
 
 // TestScanLearnsPairs checks that a session's scans learn how many pairs
-// its nodes hold (pairEstimate) and read by it: NODE_8s of two leaves,
-// which the type's prior overestimates (four), cost a scan told 32 pairs
-// a round trip for the pairs it lacked, and NODE_8s of six leaves,
-// which it underestimates, READs of nodes it did not need; a second scan
-// of the same pairs, having learned, saves them.
+// its nodes hold (pairEstimate) and read by it, ascending and descending:
+// NODE_8s of two leaves, which the type's prior overestimates (four), cost
+// a scan told 32 pairs a round trip for the pairs it lacked, and NODE_8s
+// of six leaves, which it underestimates, READs of nodes it did not need;
+// a second scan of the same pairs, having learned, saves them.
 func TestScanLearnsPairs(t *testing.T) {
 	ctx := t.Context()
 	tests := []struct {
 		holds      int  // leaves under each NODE_8
+		desc       bool // ReverseScanLimit below 0x40, else ScanLimit from 0x40
 		fewerTrips bool // the learned scan takes fewer round trips (else: reads fewer bytes)
 	}{
-		{2, true},
-		{6, false},
+		{2, false, true},
+		{6, false, false},
+		{2, true, true},
+		{6, true, false},
 	}
 	for _, tc := range tests {
 		tr, _ := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, Options{ReclaimInterval: time.Hour})
@@ -154,18 +157,23 @@ func TestScanLearnsPairs(t *testing.T) {
 		}
 		scan := func() remote.Stats {
 			t.Helper()
-			lo := []byte{0x40}
-			want := scanOracle(keys, lo, nil, 32, false)
+			lo, hi := []byte{0x40}, []byte(nil)
+			seq := tr.ScanLimit(ctx, lo, hi, 32)
+			if tc.desc {
+				lo, hi = nil, []byte{0x40}
+				seq = tr.ReverseScanLimit(ctx, lo, hi, 32)
+			}
+			want := scanOracle(keys, lo, hi, 32, tc.desc)
 			before := tr.cn.Stats()
 			var got [][]byte
-			for kv, err := range tr.ScanLimit(ctx, lo, nil, 32) {
+			for kv, err := range seq {
 				if err != nil {
 					t.Fatal(err)
 				}
 				got = append(got, kv.Key)
 			}
 			if !slices.EqualFunc(got, want, bytes.Equal) {
-				t.Fatalf("holds %d: scan of 32 from 0x40: got %x, want %x", tc.holds, got, want)
+				t.Fatalf("holds %d, desc %v: scan of 32: got %x, want %x", tc.holds, tc.desc, got, want)
 			}
 			return tr.cn.Stats().Sub(before)
 		}
@@ -175,15 +183,15 @@ func TestScanLearnsPairs(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got, want := s.scanPairs[node8], int32(16*tc.holds); got != want {
-			t.Errorf("holds %d: the session expects %d/16 pairs below a NODE_8, want %d", tc.holds, got, want)
+			t.Errorf("holds %d, desc %v: the session expects %d/16 pairs below a NODE_8, want %d", tc.holds, tc.desc, got, want)
 		}
 		tr.release(s)
 		if tc.fewerTrips && second.RoundTrips >= first.RoundTrips {
-			t.Errorf("holds %d: the scan took %d round trips before it learned, %d after: want fewer", tc.holds, first.RoundTrips, second.RoundTrips)
+			t.Errorf("holds %d, desc %v: the scan took %d round trips before it learned, %d after: want fewer", tc.holds, tc.desc, first.RoundTrips, second.RoundTrips)
 		}
 		if !tc.fewerTrips && (second.ReadBytes >= first.ReadBytes || second.RoundTrips > first.RoundTrips) {
-			t.Errorf("holds %d: the scan read %d bytes in %d round trips before it learned, %d in %d after: want fewer bytes, no more round trips",
-				tc.holds, first.ReadBytes, first.RoundTrips, second.ReadBytes, second.RoundTrips)
+			t.Errorf("holds %d, desc %v: the scan read %d bytes in %d round trips before it learned, %d in %d after: want fewer bytes, no more round trips",
+				tc.holds, tc.desc, first.ReadBytes, first.RoundTrips, second.ReadBytes, second.RoundTrips)
 		}
 	}
 }
@@ -214,6 +222,49 @@ func TestLearnBounded(t *testing.T) {
 		sc.learn(node256, slots, order[:])
 		if got := s.scanPairs[node256]; got != want {
 			t.Fatalf("after %d NODE_256s of NODE_256s the session expects %d/16 pairs below a NODE_256, want %d", n+1, got, want)
+		}
+	}
+}
+
+// TestScanUpperBoundChild checks that a scan below a bound reads nothing
+// under the child that the bound's last byte names (childBounds): every
+// key there is the bound or sorts after it. Scanning [0x30, 0x40) reads
+// what scanning [0x30, 0x3fff) does, which holds the same keys; before,
+// it also read the child 0x40, ascending and descending.
+func TestScanUpperBoundChild(t *testing.T) {
+	ctx := t.Context()
+	tr, _ := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, Options{ReclaimInterval: time.Hour})
+	var keys [][]byte
+	put := putter(t, &keys)
+	for b := 2; b < 0x80; b++ {
+		put(tr, []byte{byte(b), 'a'})
+		put(tr, []byte{byte(b), 'b'})
+	}
+	lo := []byte{0x30}
+	for _, desc := range []bool{false, true} {
+		verbs := func(hi []byte) uint64 {
+			t.Helper()
+			seq := tr.Scan(ctx, lo, hi)
+			if desc {
+				seq = tr.ReverseScan(ctx, lo, hi)
+			}
+			want := scanOracle(keys, lo, hi, 0, desc)
+			before := tr.cn.Stats()
+			var got [][]byte
+			for kv, err := range seq {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, kv.Key)
+			}
+			if !slices.EqualFunc(got, want, bytes.Equal) {
+				t.Fatalf("desc %v: scan [%x, %x): got %x, want %x", desc, lo, hi, got, want)
+			}
+			return tr.cn.Stats().Sub(before).Verbs()
+		}
+		verbs([]byte{0x40}) // both scans then find the same snapshots cached
+		if bounded, same := verbs([]byte{0x40}), verbs([]byte{0x3f, 0xff}); bounded != same {
+			t.Errorf("desc %v: scanning [30, 40) took %d verbs, scanning [30, 3fff), the same keys, %d: want the same", desc, bounded, same)
 		}
 	}
 }

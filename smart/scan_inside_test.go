@@ -9,7 +9,9 @@ import (
 )
 
 // TestInsideBounds checks the promise a scan takes a leaf's pair on
-// without comparing its key with the range (entry.inside): for random
+// without comparing its key with the range (entry.inside), and that
+// childBounds keeps every child that holds a key of the range (the upper
+// bound's last byte included, whose child a scan no longer reads): for random
 // ranges and keys, and every prefix path of a key's encoding that a scan
 // would descend (overlaps), a next byte b that insideBounds(path) puts
 // strictly inside means the key lies in the range. Keys are drawn near the
@@ -31,7 +33,7 @@ func TestInsideBounds(t *testing.T) {
 		}
 		return k
 	}
-	inside, checked := 0, 0
+	inside, checked, cut := 0, 0, 0
 	for range 20000 {
 		lo := randKey(nil)
 		var hi []byte
@@ -60,6 +62,15 @@ func TestInsideBounds(t *testing.T) {
 				break // a scan descends no further
 			}
 			checked++
+			// childBounds keeps the byte of every key in the range.
+			first, last := sc.childBounds(path)
+			if b := int(ek[n]); sc.inRange(key) && (b < first || b > last) {
+				t.Fatalf("key %x (encoded %x) in [%x, %x) under path %x + %#02x, outside childBounds %d..%d",
+					key, ek, lo, hi, path, b, first, last)
+			}
+			if n := len(path); len(sc.ehi) == n+2 && sc.ehi[n+1] == 0 && int(ek[n]) == int(sc.ehi[n]) {
+				cut++ // a child the terminator rule leaves out
+			}
 			above, below := sc.insideBounds(path)
 			if b := int(ek[n]); above < b && b < below {
 				inside++
@@ -72,5 +83,8 @@ func TestInsideBounds(t *testing.T) {
 	}
 	if inside < checked/10 {
 		t.Fatalf("only %d of %d prefixes strictly inside: the test does not exercise insideBounds", inside, checked)
+	}
+	if cut < 100 {
+		t.Fatalf("only %d keys under a child that ends the upper bound: the test does not exercise childBounds", cut)
 	}
 }
