@@ -46,11 +46,22 @@ func TestScanExpect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Every scan updates what the session expects below a node
+	// (pairEstimate), and two scans read alike only from the same
+	// estimate: each scan starts from the one the scan of the whole tree
+	// above left (one goroutine: every scan runs in the same session).
+	s, err := tr.session()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.release(s)
+	learned := s.scanPairs
 	type cost struct{ rtt, read uint64 }
 	// scan takes n pairs from the i-th key up, stopping the scan (told
 	// false) or telling it n, and checks them against keys.
 	scan := func(i, n int, told bool) cost {
 		t.Helper()
+		s.scanPairs = learned
 		before := tr.cn.Stats()
 		seq := tr.Scan(ctx, keys[i], nil)
 		if told {
