@@ -168,25 +168,10 @@ func TestScanLearnsPairs(t *testing.T) {
 		}
 		scan := func() remote.Stats {
 			t.Helper()
-			lo, hi := []byte{0x40}, []byte(nil)
-			seq := tr.ScanLimit(ctx, lo, hi, 32)
 			if tc.desc {
-				lo, hi = nil, []byte{0x40}
-				seq = tr.ReverseScanLimit(ctx, lo, hi, 32)
+				return scanStats(t, tr, keys, nil, []byte{0x40}, 32, true)
 			}
-			want := scanOracle(keys, lo, hi, 32, tc.desc)
-			before := tr.cn.Stats()
-			var got [][]byte
-			for kv, err := range seq {
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, kv.Key)
-			}
-			if !slices.EqualFunc(got, want, bytes.Equal) {
-				t.Fatalf("holds %d, desc %v: scan of 32: got %x, want %x", tc.holds, tc.desc, got, want)
-			}
-			return tr.cn.Stats().Sub(before)
+			return scanStats(t, tr, keys, []byte{0x40}, nil, 32, false)
 		}
 		first, second := scan(), scan()
 		s, err := tr.session()
@@ -243,7 +228,6 @@ func TestLearnBounded(t *testing.T) {
 // what scanning [0x30, 0x3fff) does, which holds the same keys; before,
 // it also read the child 0x40, ascending and descending.
 func TestScanUpperBoundChild(t *testing.T) {
-	ctx := t.Context()
 	tr, _ := newTree(t, remote.Config{MemoryNodes: 2, NodeBytes: 32 << 20}, Options{ReclaimInterval: time.Hour})
 	var keys [][]byte
 	put := putter(t, &keys)
@@ -255,23 +239,7 @@ func TestScanUpperBoundChild(t *testing.T) {
 	for _, desc := range []bool{false, true} {
 		verbs := func(hi []byte) uint64 {
 			t.Helper()
-			seq := tr.Scan(ctx, lo, hi)
-			if desc {
-				seq = tr.ReverseScan(ctx, lo, hi)
-			}
-			want := scanOracle(keys, lo, hi, 0, desc)
-			before := tr.cn.Stats()
-			var got [][]byte
-			for kv, err := range seq {
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, kv.Key)
-			}
-			if !slices.EqualFunc(got, want, bytes.Equal) {
-				t.Fatalf("desc %v: scan [%x, %x): got %x, want %x", desc, lo, hi, got, want)
-			}
-			return tr.cn.Stats().Sub(before).Verbs()
+			return scanStats(t, tr, keys, lo, hi, 0, desc).Verbs()
 		}
 		verbs([]byte{0x40}) // both scans then find the same snapshots cached
 		if bounded, same := verbs([]byte{0x40}), verbs([]byte{0x3f, 0xff}); bounded != same {

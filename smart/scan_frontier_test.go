@@ -305,23 +305,7 @@ func TestScanPartlyFromCache(t *testing.T) {
 	// if desc) and returns the READs of the scan.
 	scan := func(x *Tree, lo, hi []byte, n int, desc bool) uint64 {
 		t.Helper()
-		want := scanOracle(keys, lo, hi, n, desc)
-		seq := x.ScanLimit(ctx, lo, hi, n)
-		if desc {
-			seq = x.ReverseScanLimit(ctx, lo, hi, n)
-		}
-		before := x.cn.Stats().Reads
-		var got [][]byte
-		for kv, err := range seq {
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, kv.Key)
-		}
-		if !slices.EqualFunc(got, want, bytes.Equal) {
-			t.Fatalf("scan [%x, %x) desc %v of %d: got %x, want %x", lo, hi, desc, n, got, want)
-		}
-		return x.cn.Stats().Reads - before
+		return scanStats(t, x, keys, lo, hi, n, desc).Reads
 	}
 	// A first scan elsewhere teaches the session what its nodes hold
 	// (pairEstimate), so that the scans compared below read alike.
@@ -375,6 +359,30 @@ func TestScanPartlyFromCache(t *testing.T) {
 	if err := tr.Verify(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// scanStats scans the first n pairs of x in [lo, hi) (all if n is 0;
+// descending if desc), told n, checks them against keys (scanOracle) and
+// returns the compute node's I/O for the scan.
+func scanStats(t *testing.T, x *Tree, keys [][]byte, lo, hi []byte, n int, desc bool) remote.Stats {
+	t.Helper()
+	want := scanOracle(keys, lo, hi, n, desc)
+	seq := x.ScanLimit(t.Context(), lo, hi, n)
+	if desc {
+		seq = x.ReverseScanLimit(t.Context(), lo, hi, n)
+	}
+	before := x.cn.Stats()
+	var got [][]byte
+	for kv, err := range seq {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, kv.Key)
+	}
+	if !slices.EqualFunc(got, want, bytes.Equal) {
+		t.Fatalf("scan [%x, %x) desc %v of %d: got %x, want %x", lo, hi, desc, n, got, want)
+	}
+	return x.cn.Stats().Sub(before)
 }
 
 // scanOracle returns the keys of [lo, hi) in keys (nil hi: no upper bound)
