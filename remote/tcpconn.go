@@ -61,12 +61,6 @@ type tcpLink struct {
 	// signaled batch of theirs confirmed since (tcpTransport.finish): if
 	// the link fails, those verbs may be lost, and the clients crash.
 	posters map[*Client]struct{}
-	// numbers are the link's numbers of the clients that posted on it,
-	// from 1, and named the clients by number less one: a client's
-	// unsignaled frames carry its number as their id, and a late frame
-	// names the client whose unsignaled batch-by frame came late.
-	numbers map[*Client]uint64
-	named   []*Client
 
 	clock serverClock // the server's clock, as the welcome told it
 }
@@ -257,10 +251,11 @@ func (c *tcpConn) write(ctx context.Context, by time.Time, call *tcpCall, h fram
 		call.by = by
 		call.timer.Reset(time.Until(by))
 	case call != nil && call.poster != nil:
-		if h.id, err = l.post(call.poster); err != nil {
+		if err := l.post(call.poster); err != nil {
 			c.mu.Unlock()
 			return 0, err
 		}
+		h.id = posterID(call.poster)
 	}
 	start := len(l.out)
 	var zero [headerBytes]byte
@@ -323,33 +318,37 @@ func (l *tcpLink) register(call *tcpCall) (uint64, error) {
 
 // post records c as a client with unsignaled verbs on the link not
 // confirmed yet, unless the link failed already.
-func (l *tcpLink) post(c *Client) (uint64, error) {
+func (l *tcpLink) post(c *Client) error {
 	l.pmu.Lock()
 	defer l.pmu.Unlock()
 	if l.dead != nil {
-		return 0, l.dead
+		return l.dead
 	}
 	if l.posters == nil {
-		l.posters, l.numbers = map[*Client]struct{}{}, map[*Client]uint64{}
+		l.posters = map[*Client]struct{}{}
 	}
 	l.posters[c] = struct{}{}
-	n, ok := l.numbers[c]
-	if !ok {
-		l.named = append(l.named, c)
-		n = uint64(len(l.named))
-		l.numbers[c] = n
-	}
-	return n, nil
+	return nil
 }
 
-// poster returns the client numbered n on the link (post), or nil.
-func (l *tcpLink) poster(n uint64) *Client {
+// posterID is the id of c's unsignaled frames, which a late frame echoes:
+// its index in its compute node, plus one. The clients that share a link
+// are one compute node's, so it names one of them.
+func posterID(c *Client) uint64 { return uint64(c.id) + 1 }
+
+// poster returns the client among the link's posters whose unsignaled
+// frames carry id (posterID), or nil. A late frame's poster is one: the
+// node answers frames in order, so the late frame comes before the reply
+// to any later signaled batch of its poster, which would confirm it.
+func (l *tcpLink) poster(id uint64) *Client {
 	l.pmu.Lock()
 	defer l.pmu.Unlock()
-	if n == 0 || n > uint64(len(l.named)) {
-		return nil
+	for c := range l.posters {
+		if posterID(c) == id {
+			return c
+		}
 	}
-	return l.named[n-1]
+	return nil
 }
 
 // confirm records that a signaled batch of c completed on the link: the

@@ -33,8 +33,8 @@ import (
 // that would execute it later executes nothing and answers ErrLate if it
 // is signaled (remote.Client.DoBy), or, if not (remote.Client.PostBy),
 // sends a late frame with the frame's id, which names its poster on the
-// connection (the client numbers its posters; unsignaled frames are never
-// answered otherwise). A clock frame asks for the
+// connection (the client gives its unsignaled frames an id per poster;
+// they are never answered otherwise). A clock frame asks for the
 // server's clock again, for a client whose handshake was too slow to
 // convert deadlines with the welcome's.
 //
