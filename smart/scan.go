@@ -664,33 +664,37 @@ func expectedPairs(t nodeType, paper bool) int {
 type pairEstimate [node256 + 1]int32
 
 // expected returns the pairs, in sixteenths, the scan expects below the
-// child of sl: one for a leaf; for a node, what the session's scans
-// learned of its type, or expectedPairs before they learned anything.
+// child of sl: for a node, what the session's scans learned of its type,
+// or before they learned anything (and for a leaf) what the slot implies
+// (fixed).
 func (sc *scanner) expected(sl slot) int {
+	if !sl.isLeaf() {
+		if v := sc.s.scanPairs[sl.nodeType()]; v > 0 {
+			return int(v)
+		}
+	}
+	return sc.fixed(sl)
+}
+
+// fixed returns the pairs, in sixteenths, that the slot sl alone implies
+// below its child: one for a leaf, expectedPairs of its type for a node.
+func (sc *scanner) fixed(sl slot) int {
 	if sl.isLeaf() {
 		return 16
-	}
-	if v := sc.s.scanPairs[sl.nodeType()]; v > 0 {
-		return int(v)
 	}
 	return 16 * expectedPairs(sl.nodeType(), sc.s.t.opts.PaperNodes)
 }
 
 // learn adds to the session's estimate a node of type t read whole, whose
-// children are the slots order names: its leaves count one pair each, its
-// child nodes what their types imply (expectedPairs). Not what was learned
-// of them: a type's estimate would then feed on itself through the nodes
-// of its type below (a NODE_256 whose children are NODE_256s counts 256
-// times its own estimate, which after three such nodes overflows;
-// TestLearnBounded).
+// children are the slots order names, counted by what their slots imply
+// (fixed). Not by what was learned of the child nodes' types: a type's
+// estimate would then feed on itself through the nodes of its type below
+// (a NODE_256 whose children are NODE_256s counts 256 times its own
+// estimate, which after three such nodes overflows; TestLearnBounded).
 func (sc *scanner) learn(t nodeType, slots []byte, order []uint8) {
 	pairs := 0
 	for _, i := range order {
-		if sl := slot(binary.LittleEndian.Uint64(slots[8*int(i):])); sl.isLeaf() {
-			pairs += 16
-		} else {
-			pairs += 16 * expectedPairs(sl.nodeType(), sc.s.t.opts.PaperNodes)
-		}
+		pairs += sc.fixed(slot(binary.LittleEndian.Uint64(slots[8*int(i):])))
 	}
 	if v := &sc.s.scanPairs[t]; *v == 0 {
 		*v = int32(max(pairs, 1))
